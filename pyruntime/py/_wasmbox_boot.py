@@ -1,0 +1,164 @@
+"""_wasmbox_boot: the fixed driver of every wasmbox run (installed by the host through wasmbox_prepare).
+
+The host calls wasmbox_exec with a JSON request; the C side calls run(request_bytes) and returns its exit code.
+Everything a snapshot of the initialised interpreter froze is reset here, per run: randomness, tempfile's name
+sequence, os.environ, sys.argv, cwd, __main__. Exceptions are reported to the host as structured data and
+printed to stderr the way CPython does.
+"""
+import sys
+import os
+import json
+import _wasmbox
+
+_persist = {}  # session state: the __main__ namespace kept between execs of one Session
+
+
+def _host(op, **fields):
+    fields["op"] = op
+    ok, resp = _wasmbox.call(json.dumps(fields, separators=(",", ":")).encode())
+    return ok, resp
+
+
+def _patch_asyncio(module):
+    # WASI has no socketpair: the event loop's self-pipe is only needed to wake the loop from other threads or
+    # signal handlers, neither of which exist here.
+    cls = module.BaseSelectorEventLoop
+    cls._make_self_pipe = lambda self: None
+    cls._close_self_pipe = lambda self: None
+    cls._write_to_self = lambda self: None
+    cls._process_self_data = lambda self, data: None
+
+
+class _PatchFinder:
+    """Patches modules right after they are imported for the first time (asyncio.selector_events)."""
+
+    targets = {"asyncio.selector_events": _patch_asyncio}
+
+    def find_spec(self, name, path=None, target=None):
+        hook = self.targets.get(name)
+        if hook is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self:
+                continue
+            find = getattr(finder, "find_spec", None)
+            spec = find(name, path, target) if find else None
+            if spec is not None:
+                loader = spec.loader
+                orig = loader.exec_module
+
+                def exec_module(module, _orig=orig, _hook=hook):
+                    _orig(module)
+                    _hook(module)
+
+                loader.exec_module = exec_module
+                return spec
+        return None
+
+
+def install():
+    sys.meta_path.insert(0, _PatchFinder())
+    if "asyncio.selector_events" in sys.modules:
+        _patch_asyncio(sys.modules["asyncio.selector_events"])
+    import signal
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.chdir("/workspace")
+
+
+def _reset(req):
+    env = req.get("env") or {}
+    os.environ.clear()
+    os.environ.update(env)
+    os.environ.setdefault("TMPDIR", "/tmp")
+    os.environ.setdefault("HOME", "/workspace")
+    sys.argv = list(req.get("argv") or [""])
+    os.chdir(req.get("cwd") or "/workspace")
+    seed = req.get("seed")
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed(seed if seed is not None else None)
+    tempfile = sys.modules.get("tempfile")
+    if tempfile is not None:
+        tempfile._name_sequence = None
+        tempfile.tempdir = None
+
+
+def _main_module(req):
+    import types
+    if req.get("session"):
+        ns = _persist.get("main")
+        if ns is None:
+            ns = types.ModuleType("__main__")
+            _persist["main"] = ns
+    else:
+        ns = types.ModuleType("__main__")
+    ns.__dict__.setdefault("__builtins__", __builtins__)
+    sys.modules["__main__"] = ns
+    for name, src in (req.get("modules") or {}).items():
+        mod = types.ModuleType(name)
+        mod.__file__ = "<wasmbox:%s>" % name
+        exec(compile(src, mod.__file__, "exec"), mod.__dict__)
+        sys.modules[name] = mod
+    return ns
+
+
+def _exc_report(exc, filename):
+    import traceback
+    # Drop the driver's own frames: the traceback starts at the program, as with `python file.py`.
+    t = exc.__traceback__
+    while t is not None and t.tb_frame.f_code.co_filename == "<wasmbox_boot>":
+        t = t.tb_next
+    exc = exc.with_traceback(t)
+    tb = "".join(traceback.format_exception(exc))
+    line = 0
+    t = exc.__traceback__
+    while t is not None:
+        if t.tb_frame.f_code.co_filename == filename:
+            line = t.tb_lineno
+        t = t.tb_next
+    if isinstance(exc, SyntaxError) and exc.filename == filename and exc.lineno:
+        line = exc.lineno
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": tb, "line": line}
+
+
+def _flush():
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.flush()
+        except Exception:
+            pass
+
+
+def run(raw):
+    req = json.loads(raw)
+    filename = req.get("filename") or "<string>"
+    code_text = req.get("code", "")
+    _reset(req)
+    ns = _main_module(req)
+    ns.__dict__["__file__"] = filename
+    exit_code = 0
+    try:
+        try:
+            code = compile(code_text, filename, "exec", dont_inherit=True)
+            exec(code, ns.__dict__)
+        finally:
+            _flush()
+    except SystemExit as e:
+        c = e.code
+        if c is None:
+            exit_code = 0
+        elif isinstance(c, int):
+            exit_code = c & 0xFF if c >= 0 else 1
+        else:
+            print(c, file=sys.stderr)
+            exit_code = 1
+    except BaseException as e:  # noqa: B902 - everything the program raised ends the run
+        report = _exc_report(e, filename)
+        try:
+            sys.stderr.write(report["traceback"])
+        except BaseException:
+            pass
+        _host("exception", **report)
+        exit_code = 1
+    _flush()
+    return exit_code
