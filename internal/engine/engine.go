@@ -1,0 +1,92 @@
+// Package engine is the seam between wasmbox and the WebAssembly runtime that executes the interpreter.
+//
+// Nothing outside internal/ sees these types. The default engine is wazero (pure Go); another engine only has to
+// provide Engine, Module and Instance with the same semantics:
+//
+//   - Compile once per process, instantiate per run; an Instance is never reused after a trap or a kill.
+//   - The host ABI (hostfuncs.ImportModule) is served by a per-instance Host; the engine only moves bytes.
+//   - Every host function runs on the goroutine that called Instance.Call, so nothing writes guest state from
+//     another goroutine (see notes/hard-deadline.md for why that matters).
+package engine
+
+import (
+	"context"
+	"errors"
+	"io"
+	"io/fs"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+)
+
+// Engine compiles interpreter binaries.
+type Engine interface {
+	// Compile validates and compiles a module. It may use an on-disk cache.
+	Compile(ctx context.Context, wasm []byte) (Module, error)
+	// Close releases every module and instance of this engine.
+	Close(ctx context.Context) error
+}
+
+// Module is a compiled module that can be instantiated many times, concurrently.
+type Module interface {
+	// Instantiate creates a fresh instance. No start function runs: the caller drives the reactor exports.
+	Instantiate(ctx context.Context, cfg InstanceConfig) (Instance, error)
+	// ExportedFunctions lists the names of exported functions.
+	ExportedFunctions() []string
+	Close(ctx context.Context) error
+}
+
+// Host serves the guest's calls to the wasmbox import module for one instance.
+type Host interface {
+	// Call handles one request copied out of guest memory. isError marks an error response.
+	Call(ctx context.Context, req []byte) (resp []byte, isError bool)
+	// Tick is called by the interpreter's loop instrumentation. It returns the next counter value (negative to
+	// ask for a soft interrupt) or kill=true to end the run at once; the instance is then unusable.
+	Tick(ctx context.Context) (next int32, kill bool)
+}
+
+// Mount is one directory the guest sees. Exactly one of FS (read-only) and SysFS (read-write) is set.
+type Mount struct {
+	GuestPath string
+	FS        fs.FS
+	SysFS     experimentalsys.FS
+}
+
+// InstanceConfig is everything an instance sees of the outside world. Zero values deny: no input, output
+// discarded, no mounts, fake clocks and zero randomness (callers always set them explicitly).
+type InstanceConfig struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Mounts         []Mount
+	Walltime       func() (sec int64, nsec int32)
+	Nanotime       func() int64
+	Nanosleep      func(ns int64)
+	Rand           io.Reader
+	// Memory supplies linear memory; nil lets the engine allocate without a limit beyond the module's.
+	Memory MemoryAllocator
+	Host   Host
+}
+
+// Instance is one instantiated module.
+type Instance interface {
+	// Call invokes an exported function. ctx reaches the Host's methods.
+	Call(ctx context.Context, name string, params ...uint64) ([]uint64, error)
+	// Read copies n bytes at offset out of linear memory.
+	Read(offset, n uint32) ([]byte, bool)
+	// Write copies data into linear memory at offset.
+	Write(offset uint32, data []byte) bool
+	// MemorySize is the current size of linear memory in bytes.
+	MemorySize() uint32
+	// Global reads an exported global.
+	Global(name string) (uint64, bool)
+	// MemoryBytes exposes linear memory (valid until the next guest call); for snapshots only.
+	MemoryBytes() []byte
+	Close(ctx context.Context) error
+}
+
+// ErrKilled is returned by Instance.Call when the Host asked for a hard kill from Tick.
+var ErrKilled = errors.New("engine: run killed")
+
+// ErrExit is returned (wrapped) when the guest called proc_exit; ExitCode extracts the code.
+type ExitError struct{ Code uint32 }
+
+func (e *ExitError) Error() string { return "engine: guest exited" }

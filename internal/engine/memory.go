@@ -1,0 +1,55 @@
+package engine
+
+// MemoryAllocator supplies the linear memory of one instance. Limit is the most memory the guest may ever have;
+// growing past it fails (memory.grow returns -1, so CPython raises MemoryError).
+type MemoryAllocator interface {
+	// Allocate returns the backing memory for an instance whose memory may reach max bytes.
+	Allocate(max uint64) LinearMemory
+}
+
+// LinearMemory is the engine-independent view of one instance's memory.
+type LinearMemory interface {
+	// Reallocate grows the memory to size bytes, returning nil if it cannot.
+	Reallocate(size uint64) []byte
+	// Free releases it.
+	Free()
+	// Peak is the largest size ever reached.
+	Peak() uint64
+}
+
+// LimitedAllocator returns an allocator that refuses to grow past limit bytes. On Linux it reserves address space
+// once and never moves the buffer; elsewhere it copies on growth.
+func LimitedAllocator(limit uint64) MemoryAllocator { return limitedAllocator{limit: limit} }
+
+type limitedAllocator struct{ limit uint64 }
+
+func (a limitedAllocator) Allocate(max uint64) LinearMemory {
+	if max == 0 || max > a.limit {
+		max = a.limit
+	}
+	return newLinearMemory(max)
+}
+
+// sliceMemory is the portable fallback: a Go slice that is copied when it grows.
+type sliceMemory struct {
+	buf  []byte
+	max  uint64
+	peak uint64
+}
+
+func (m *sliceMemory) Reallocate(size uint64) []byte {
+	if size > m.max {
+		return nil
+	}
+	if size > uint64(cap(m.buf)) {
+		nb := make([]byte, size, min(m.max, max(size, 2*uint64(cap(m.buf)))))
+		copy(nb, m.buf)
+		m.buf = nb
+	}
+	m.buf = m.buf[:size]
+	m.peak = max(m.peak, size)
+	return m.buf
+}
+
+func (m *sliceMemory) Free()        { m.buf = nil }
+func (m *sliceMemory) Peak() uint64 { return m.peak }

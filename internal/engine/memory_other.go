@@ -1,0 +1,5 @@
+//go:build !linux
+
+package engine
+
+func newLinearMemory(max uint64) LinearMemory { return &sliceMemory{max: max} }

@@ -1,0 +1,322 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/vfs"
+)
+
+// killExitCode marks an ExitError raised by our own hard kill (never by the guest: proc_exit codes are < 256).
+const killExitCode = 0xDEAD
+
+// WazeroConfig configures the wazero engine.
+type WazeroConfig struct {
+	// CacheDir is the on-disk compilation cache; empty means no disk cache (in-memory only).
+	CacheDir string
+}
+
+type wazeroEngine struct {
+	rt    wazero.Runtime
+	cache wazero.CompilationCache
+}
+
+// NewWazero creates a wazero runtime with WASI preview 1 and the wasmbox host module. Memory limits are enforced
+// per instance by the MemoryAllocator, so one runtime serves sandboxes with different limits.
+func NewWazero(ctx context.Context, cfg WazeroConfig) (Engine, error) {
+	rc := wazero.NewRuntimeConfigCompiler()
+	var cache wazero.CompilationCache
+	if cfg.CacheDir != "" {
+		c, err := wazero.NewCompilationCacheWithDir(cfg.CacheDir)
+		if err != nil {
+			return nil, fmt.Errorf("engine: compilation cache %s: %w", cfg.CacheDir, err)
+		}
+		cache = c
+		rc = rc.WithCompilationCache(c)
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	// wazero's WASI with the quota errnos of internal/vfs (ENOSPC/EDQUOT/EMFILE instead of EIO).
+	if _, err := vfs.InstantiateWASI(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("engine: WASI: %w", err)
+	}
+	_, err := rt.NewHostModuleBuilder(hostfuncs.ImportModule).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostCall),
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(hostfuncs.ImportCall).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostFetch),
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(hostfuncs.ImportFetch).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostTick),
+		nil, []api.ValueType{api.ValueTypeI32}).Export(hostfuncs.ImportTick).
+		Instantiate(ctx)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("engine: host module: %w", err)
+	}
+	return &wazeroEngine{rt: rt, cache: cache}, nil
+}
+
+func (e *wazeroEngine) Compile(ctx context.Context, wasm []byte) (Module, error) {
+	cm, err := e.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("engine: compile: %w", err)
+	}
+	return &wazeroModule{rt: e.rt, cm: cm}, nil
+}
+
+func (e *wazeroEngine) Close(ctx context.Context) error {
+	err := e.rt.Close(ctx)
+	if e.cache != nil {
+		err = errors.Join(err, e.cache.Close(ctx))
+	}
+	return err
+}
+
+type wazeroModule struct {
+	rt wazero.Runtime
+	cm wazero.CompiledModule
+}
+
+func (m *wazeroModule) ExportedFunctions() []string {
+	var names []string
+	for name := range m.cm.ExportedFunctions() {
+		names = append(names, name)
+	}
+	return names
+}
+
+func (m *wazeroModule) Close(ctx context.Context) error { return m.cm.Close(ctx) }
+
+func (m *wazeroModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Instance, error) {
+	fsc := wazero.NewFSConfig()
+	var quotaFS []*vfs.FS
+	for _, mt := range cfg.Mounts {
+		if v, ok := mt.SysFS.(*vfs.FS); ok {
+			quotaFS = append(quotaFS, v)
+		}
+		switch {
+		case mt.SysFS != nil:
+			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(mt.SysFS, mt.GuestPath)
+		case mt.FS != nil:
+			// ReadFS refuses every write flag with EROFS at open (WithFSMount's adapter would open for writing
+			// and only fail the writes).
+			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(&sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: mt.FS}}, mt.GuestPath)
+		default:
+			return nil, fmt.Errorf("engine: mount %s has no file system", mt.GuestPath)
+		}
+	}
+	mc := wazero.NewModuleConfig().
+		WithName(""). // anonymous: many instances of one module may live in one runtime
+		WithStartFunctions().
+		WithFSConfig(fsc)
+	if cfg.Stdin != nil {
+		mc = mc.WithStdin(cfg.Stdin)
+	}
+	if cfg.Stdout != nil {
+		mc = mc.WithStdout(cfg.Stdout)
+	}
+	if cfg.Stderr != nil {
+		mc = mc.WithStderr(cfg.Stderr)
+	}
+	if cfg.Walltime != nil {
+		mc = mc.WithWalltime(cfg.Walltime, 1)
+	}
+	if cfg.Nanotime != nil {
+		mc = mc.WithNanotime(cfg.Nanotime, 1)
+	}
+	if cfg.Nanosleep != nil {
+		mc = mc.WithNanosleep(cfg.Nanosleep)
+	}
+	if cfg.Rand != nil {
+		mc = mc.WithRandSource(cfg.Rand)
+	}
+	inst := &wazeroInstance{host: cfg.Host, quotaFS: quotaFS}
+	ictx := vfs.NewContext(ctx, quotaFS...)
+	if cfg.Memory != nil {
+		ictx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
+			inst.mem = cfg.Memory.Allocate(max)
+			return inst.mem
+		}))
+	}
+	ictx = context.WithValue(ictx, instanceKey{}, inst)
+	mod, err := m.rt.InstantiateModule(ictx, m.cm, mc)
+	if err != nil {
+		if inst.mem != nil {
+			inst.mem.Free()
+		}
+		return nil, fmt.Errorf("engine: instantiate: %w", err)
+	}
+	inst.mod = mod
+	return inst, nil
+}
+
+// instanceKey carries the *wazeroInstance to the host functions (they are shared by every instance).
+type instanceKey struct{}
+
+type wazeroInstance struct {
+	mod  api.Module
+	host Host
+	mem  LinearMemory
+	// quotaFS are the instance's writable file systems, carried in every call's context so WASI reports their
+	// limits as ENOSPC/EDQUOT/EMFILE.
+	quotaFS []*vfs.FS
+
+	mu      sync.Mutex // guards pending against a buggy re-entrant guest; calls are otherwise sequential
+	pending []byte
+	hasResp bool
+	killed  bool
+}
+
+func (i *wazeroInstance) Call(ctx context.Context, name string, params ...uint64) ([]uint64, error) {
+	fn := i.mod.ExportedFunction(name)
+	if fn == nil {
+		return nil, fmt.Errorf("engine: no exported function %q", name)
+	}
+	res, err := fn.Call(vfs.NewContext(context.WithValue(ctx, instanceKey{}, i), i.quotaFS...), params...)
+	if err != nil {
+		var ee *sys.ExitError
+		if errors.As(err, &ee) {
+			if i.killed && ee.ExitCode() == killExitCode {
+				return nil, ErrKilled
+			}
+			return nil, &ExitError{Code: ee.ExitCode()}
+		}
+		return nil, fmt.Errorf("engine: %s: %w", name, err)
+	}
+	return res, nil
+}
+
+func (i *wazeroInstance) Read(offset, n uint32) ([]byte, bool) {
+	b, ok := i.mod.Memory().Read(offset, n)
+	if !ok {
+		return nil, false
+	}
+	return append([]byte(nil), b...), true
+}
+
+func (i *wazeroInstance) Write(offset uint32, data []byte) bool {
+	return i.mod.Memory().Write(offset, data)
+}
+
+func (i *wazeroInstance) MemorySize() uint32 { return i.mod.Memory().Size() }
+
+func (i *wazeroInstance) MemoryBytes() []byte {
+	b, _ := i.mod.Memory().Read(0, i.mod.Memory().Size())
+	return b
+}
+
+func (i *wazeroInstance) Global(name string) (uint64, bool) {
+	g := i.mod.ExportedGlobal(name)
+	if g == nil {
+		return 0, false
+	}
+	return g.Get(), true
+}
+
+// PeakMemory reports the largest linear memory size reached, if the allocator tracks it.
+func PeakMemory(inst Instance) uint64 {
+	if wi, ok := inst.(*wazeroInstance); ok {
+		if wi.mem != nil {
+			return wi.mem.Peak()
+		}
+		return uint64(wi.MemorySize())
+	}
+	return uint64(inst.MemorySize())
+}
+
+func (i *wazeroInstance) Close(ctx context.Context) error {
+	var err error
+	if i.mod != nil {
+		err = i.mod.Close(ctx)
+	}
+	if i.mem != nil {
+		i.mem.Free()
+		i.mem = nil
+	}
+	return err
+}
+
+func instanceFrom(ctx context.Context) *wazeroInstance {
+	inst, _ := ctx.Value(instanceKey{}).(*wazeroInstance)
+	return inst
+}
+
+// hostCall implements call(req_ptr, req_len) -> i32.
+func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
+	inst := instanceFrom(ctx)
+	ptr, n := api.DecodeU32(stack[0]), api.DecodeI32(stack[1])
+	respond := func(b []byte, isErr bool) {
+		inst.mu.Lock()
+		inst.pending, inst.hasResp = b, true
+		inst.mu.Unlock()
+		if isErr {
+			stack[0] = api.EncodeI32(-int32(len(b)))
+		} else {
+			stack[0] = api.EncodeI32(int32(len(b)))
+		}
+	}
+	if inst == nil || inst.host == nil {
+		stack[0] = api.EncodeI32(-1) // nothing to fetch: the guest sees an empty error
+		return
+	}
+	if n < 0 || n > hostfuncs.MaxRequestBytes {
+		respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true)
+		return
+	}
+	req, ok := mod.Memory().Read(ptr, uint32(n))
+	if !ok {
+		respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true)
+		return
+	}
+	req = append([]byte(nil), req...) // always copy out of guest memory
+	resp, isErr := inst.host.Call(ctx, req)
+	if len(resp) > hostfuncs.MaxResponseBytes {
+		resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
+	}
+	respond(resp, isErr)
+}
+
+// hostFetch implements fetch(buf_ptr, buf_len) -> i32.
+func hostFetch(ctx context.Context, mod api.Module, stack []uint64) {
+	inst := instanceFrom(ctx)
+	ptr, n := api.DecodeU32(stack[0]), api.DecodeI32(stack[1])
+	if inst == nil {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	inst.mu.Lock()
+	resp, has := inst.pending, inst.hasResp
+	inst.mu.Unlock()
+	if !has || n < 0 || int(n) < len(resp) || !mod.Memory().Write(ptr, resp) {
+		stack[0] = api.EncodeI32(-1)
+		return
+	}
+	inst.mu.Lock()
+	inst.pending, inst.hasResp = nil, false
+	inst.mu.Unlock()
+	stack[0] = api.EncodeI32(int32(len(resp)))
+}
+
+// hostTick implements tick() -> i32. It runs on the guest's goroutine, so it is the one safe place to decide to
+// stop the run; each call is also a preemption point for the Go scheduler and GC.
+func hostTick(ctx context.Context, mod api.Module, stack []uint64) {
+	inst := instanceFrom(ctx)
+	if inst == nil || inst.host == nil {
+		stack[0] = api.EncodeI32(hostfuncs.TickInterval)
+		return
+	}
+	next, kill := inst.host.Tick(ctx)
+	if kill {
+		inst.killed = true
+		panic(sys.NewExitError(killExitCode))
+	}
+	stack[0] = api.EncodeI32(next)
+}

@@ -1,0 +1,78 @@
+// Package vfs is the sandbox's writable workspace: an in-memory file system
+// implementing wazero's experimental sys.FS, mounted in the guest at
+// "/workspace".
+//
+// # Security role
+//
+// It is the only writable place the guest has, and it is not backed by any
+// host path (guarantee G1: wazero's host directory mounts can be escaped
+// through symlinks, so wasmbox never mounts a host directory). Here:
+//
+//   - Every path is relative to the workspace root. Leading "/", "." and
+//     empty components are dropped; ".." is resolved lexically and any path
+//     that would climb above the root ("..", "a/../../b") is refused with
+//     EPERM (as wazero's own path check does); a NUL byte is EINVAL; names
+//     over 255 bytes and paths over 4096 bytes are ENAMETOOLONG.
+//   - There are no links at all: Symlink and Link are refused with EPERM
+//     (the answer Linux gives for a file system that does not support them,
+//     and what CPython turns into PermissionError); Readlink gives EINVAL for
+//     any existing path (it is not a link) and ENOENT otherwise. So no path
+//     can ever lead outside the tree.
+//   - Quotas (G8) bound the total bytes of file contents (ENOSPC) and the
+//     number of files plus directories (EDQUOT). A write, truncate, create or
+//     mkdir that would pass a quota fails without any partial effect. Files
+//     unlinked while still open stay charged until their last close, so
+//     open-unlink-write cannot dodge the quota. At most MaxOpenFiles handles
+//     may be open at once (EMFILE), since wazero itself has no fd limit and
+//     every handle costs host memory; a directory handle keeps no copy of
+//     its entries. The zero Limits means 64 MiB, 10,000 entries and 1,024
+//     open handles.
+//   - Permission bits are stored (chmod, create mode) and reported, never
+//     enforced: the guest acts as the owner of everything.
+//   - Each FS has its own mutex and shares nothing with other FS values
+//     (G9, G13): give every Run a fresh FS (or a Clone of a seeded one).
+//     The only thing a Clone shares with its original is the clock function
+//     from WithClock, which must therefore be safe for concurrent use.
+//
+// # Errno choices
+//
+// wazero v1.12.0's sys.Errno has no ENOSPC, EDQUOT or EMFILE and its WASI
+// layer maps unknown values to EIO. The FS returns this package's ENOSPC,
+// EDQUOT and EMFILE values; host code sees them as such, and the guest sees
+// them as the real wasip1 errnos only when WASI is instantiated with
+// InstantiateWASI (or ExportWASI) and the guest runs under a context from
+// NewContext. Otherwise the guest sees EIO.
+//
+// Other choices follow Linux: Unlink of a directory is EISDIR; Rmdir of a
+// file is ENOTDIR, of a non-empty directory ENOTEMPTY, of the root EINVAL;
+// Mkdir of any existing path is EEXIST; Rename follows POSIX (EISDIR file
+// over directory, ENOTDIR directory over file, ENOTEMPTY, EINVAL into its own
+// subtree or of the root); a trailing slash on a non-directory is ENOTDIR;
+// open with O_CREAT and a trailing slash is EISDIR.
+//
+// # Mounting
+//
+//	ws := vfs.New(vfs.Limits{})
+//	ctx = vfs.NewContext(ctx, ws) // so the guest sees ENOSPC/EDQUOT/EMFILE, not EIO
+//	// instead of wasi_snapshot_preview1.Instantiate(ctx, r):
+//	if _, err := vfs.InstantiateWASI(ctx, r); err != nil {
+//		return err
+//	}
+//	fsCfg := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(ws, "/workspace")
+//	cfg := wazero.NewModuleConfig().WithFSConfig(fsCfg)
+//	mod, err := r.InstantiateModule(ctx, compiled, cfg)
+//
+// (sysfs is github.com/tetratelabs/wazero/experimental/sysfs.) Further
+// mounts, such as the read-only stdlib, are added with more WithSysFSMount
+// or WithFSMount calls on the same FSConfig.
+//
+// # Host side
+//
+// WriteFile, MkdirAll and CopyIn seed the workspace; ReadFile, Walk and List
+// read it; Changes reports what the guest created, modified or deleted
+// since the baseline (Mark, plus whatever the host seeded); WriteBack writes
+// those changes into a host directory without ever following a symlink or
+// leaving it; Clone deep-copies a workspace (sessions, snapshots); Reset
+// empties it. Host-side errors start with "vfs: " and wrap a *PathError or
+// the underlying error with %w.
+package vfs
