@@ -1,0 +1,59 @@
+// Package governance is the gate every tool call passes before it runs: policy, approval, budgets, a hard cap on
+// the number of calls, and a tamper-evident audit log.
+//
+// Code written by a model runs in the wasm sandbox, but the tools it calls run on the host with the host's
+// authority: the tool bridge is a deliberate hole in the sandbox. This package is what governs it. Every call —
+// bridged from Python, made directly by the agent, or made by an escalated container — goes through one method,
+// [Run.Do], synchronously and before the tool runs (DESIGN.md G10). Its audit log is append-only and hash-chained,
+// optionally with an HMAC key, and [Verify] detects edits, removals, insertions and reorders (G11). Panics in
+// tools and in every pluggable part become errors, never crashes (G12).
+//
+// Here's an example:
+//
+//	spec, err := governance.LoadPolicyFile("policy.yaml")
+//	policy, err := governance.NewPolicy(*spec)
+//	audit, err := governance.OpenAuditFile("audit.jsonl", governance.JSONLConfig{Key: key})
+//	gate, err := governance.NewGate(governance.GateConfig{
+//		Policy:   policy,
+//		Limits:   policy.Limits(),
+//		Approver: &governance.TerminalApprover{},
+//		Auditor:  audit,
+//	})
+//	run := gate.NewRun(runID) // one per sandbox run: budgets are per run
+//	out, err := run.Do(ctx, governance.Call{Tool: "send_email", Args: args, Source: governance.SourcePython},
+//		func(ctx context.Context, c governance.Call) ([]byte, error) { return sendEmail(ctx, c.Args) })
+//
+// # The parts
+//
+// [Policy], [Approver], [Budget] and [Auditor] are one-method interfaces with func adapters ([PolicyFunc],
+// [ApproverFunc], [BudgetFunc], [AuditorFunc]), composed by a [Gate] the way net/http composes handlers. The
+// package provides a declarative policy ([PolicySpec], compiled by [NewPolicy]), approvers for tests
+// ([AllowAll], [DenyAll]), for user interfaces ([ChanApprover]) and for terminals ([TerminalApprover]), per-run
+// [Limits], and auditors ([JSONLAuditor], [MemoryAuditor], [MultiAuditor], [DiscardAuditor]).
+//
+// # Safe defaults
+//
+// Everything fails closed. A nil policy denies everything; tools a policy does not name are denied; a tool
+// whose effect nobody declared is treated as irreversible, and irreversible calls need approval; a nil
+// approver, an approver error or panic, and an approval timeout (60 s by default) all deny; the per-run cap on
+// tool calls defaults to 50 and has no "unlimited" value; if the "allowed" audit record cannot be written the
+// tool does not run. Approvers live only on the host: nothing in the guest can see or answer an approval
+// request.
+//
+// # Errors
+//
+// A call that did not run returns a *[DeniedError]; one that ran and failed returns a *[ToolError]. Both carry
+// the tool name, run and sequence number, and match the sentinel errors ([ErrDenied], [ErrApprovalDenied],
+// [ErrApprovalTimeout], [ErrBudgetExceeded], [ErrToolLimit], [ErrInvalidCall], [ErrAudit], [ErrToolFailed],
+// [ErrToolPanic]) with errors.Is. All messages start with "governance: ".
+//
+// # Concurrency
+//
+// Gates, runs, policies, approvers and auditors of this package are safe for concurrent use. A Gate is meant to be
+// shared by the whole process; its Runs share no mutable state with each other.
+//
+// # Logging
+//
+// The package writes nothing to standard output or standard error, except the TerminalApprover's questions
+// (to its Out, os.Stderr by default). Diagnostics go to GateConfig.Logger, an hclog.Logger, if set.
+package governance

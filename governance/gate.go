@@ -1,0 +1,576 @@
+package governance
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// DefaultMaxArgsBytes bounds a call's arguments when GateConfig.MaxArgsBytes is zero.
+const DefaultMaxArgsBytes = 1 << 20
+
+// maxErrorBytes bounds the error text kept in a record.
+const maxErrorBytes = 4 << 10
+
+// GateConfig configures a [Gate]. NewGate copies it; changing it afterwards has no effect.
+//
+// Every zero value is safe: no policy denies every call, no approver denies every call that needs approval,
+// zero limits mean a run of at most DefaultMaxToolCalls calls. The one field without a default is Auditor,
+// because running tools without an audit log must be a decision: use DiscardAuditor{} for that.
+type GateConfig struct {
+	// Policy decides each call. Nil denies every call.
+	Policy Policy
+	// Approver decides the calls that the policy marks NeedsApproval. Nil denies them.
+	Approver Approver
+	// Auditor records every call. Required.
+	Auditor Auditor
+	// Limits are the per-run budgets, enforced by each Run with its own counters.
+	Limits Limits
+	// NewBudget, if set, is called by NewRun to get an extra Budget for the run (may return nil for none).
+	NewBudget func(runID string) Budget
+	// ApprovalTimeout bounds the wait for the approver; when it passes, the call is denied with
+	// ErrApprovalTimeout. Zero means DefaultApprovalTimeout (60s); a negative value means no bound of the
+	// gate's own (the call's context still bounds the wait).
+	ApprovalTimeout time.Duration
+	// Redact, if set, rewrites a call's arguments before they reach the audit log and the approver's
+	// DisplayArgs (the tool and the policy see the real arguments). Without it arguments are logged as they
+	// are. If Redact panics or returns invalid JSON, the arguments are logged as a marker string instead, so a
+	// broken hook cannot leak what it should have hidden.
+	Redact func(tool string, args json.RawMessage) json.RawMessage
+	// MaxArgsBytes bounds a call's arguments; larger calls are denied (ErrInvalidCall). Zero means
+	// DefaultMaxArgsBytes (1 MiB); a negative value means no bound.
+	MaxArgsBytes int
+	// Logger receives the gate's diagnostics (denials at debug level, audit failures at error level). Nil
+	// logs nothing.
+	Logger hclog.Logger
+	// Now is the clock for record times; nil means time.Now. Durations always use the monotonic clock.
+	Now func() time.Time
+}
+
+// Gate is the single point every tool call passes before it runs. A Gate is immutable after NewGate and safe
+// for concurrent use; it is meant to be long-lived and shared by every sandbox and agent of a process, while
+// budgets and counters live in the per-run [Run] values it creates.
+//
+// For each call, [Run.Do] applies, in this order:
+//
+//  1. validation of the call (tool name, arguments, source, cost);
+//  2. the run's hard max_tool_calls cap (ErrToolLimit);
+//  3. the Policy (ErrDenied), which may mark the tool's effect and cost;
+//  4. the run's Limits and the Budget, before the tool runs (ErrBudgetExceeded);
+//  5. the Approver, if the policy asked for approval (ErrApprovalDenied, ErrApprovalTimeout);
+//  6. the "allowed" audit record, which must be written, or the tool does not run (ErrAudit);
+//  7. the tool, with the call's context; a panic is recovered into a *ToolError (ErrToolPanic);
+//  8. the outcome audit record: ok or failed, duration, result size and SHA-256.
+//
+// Denied calls are audited too. The Gate itself never panics because of a policy, approver, budget, auditor,
+// redaction hook or tool: their panics become denials or errors.
+type Gate struct {
+	policy          Policy
+	approver        Approver
+	auditor         Auditor
+	limits          Limits
+	maxCalls        int64
+	newBudget       func(string) Budget
+	approvalTimeout time.Duration
+	redact          func(string, json.RawMessage) json.RawMessage
+	maxArgs         int
+	log             hclog.Logger
+	now             func() time.Time
+}
+
+// NewGate returns a gate for cfg.
+//
+// # Errors
+//
+// NewGate fails if cfg.Auditor is nil.
+func NewGate(cfg GateConfig) (*Gate, error) {
+	if cfg.Auditor == nil {
+		return nil, errors.New("governance: NewGate: GateConfig.Auditor is nil (use governance.DiscardAuditor{} to run without an audit log)")
+	}
+	g := &Gate{
+		policy:          cfg.Policy,
+		approver:        cfg.Approver,
+		auditor:         cfg.Auditor,
+		limits:          cfg.Limits.clone(),
+		maxCalls:        cfg.Limits.maxCalls(),
+		newBudget:       cfg.NewBudget,
+		approvalTimeout: cfg.ApprovalTimeout,
+		redact:          cfg.Redact,
+		maxArgs:         cfg.MaxArgsBytes,
+		log:             cfg.Logger,
+		now:             cfg.Now,
+	}
+	if g.approvalTimeout == 0 {
+		g.approvalTimeout = DefaultApprovalTimeout
+	}
+	if g.maxArgs == 0 {
+		g.maxArgs = DefaultMaxArgsBytes
+	}
+	if g.log == nil {
+		g.log = hclog.NewNullLogger()
+	}
+	return g, nil
+}
+
+// Run holds the state of one run (one sandbox execution, one session, one agent task): its sequence numbers
+// and its budget counters. Runs of the same gate share nothing. A Run is safe for concurrent use.
+type Run struct {
+	g      *Gate
+	id     string
+	budget Budget
+	seq    atomic.Int64
+
+	mu           sync.Mutex
+	calls        int64
+	cost         int64
+	irreversible int64
+	perTool      map[string]int64
+}
+
+// NewRun starts a run. runID identifies it in the audit log and should be unique; an empty runID gets a random
+// one.
+func (g *Gate) NewRun(runID string) *Run {
+	if runID == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		runID = "run-" + hex.EncodeToString(b[:])
+	}
+	r := &Run{g: g, id: runID}
+	if g.newBudget != nil {
+		r.budget = g.newBudget(runID)
+	}
+	return r
+}
+
+// ID returns the run's identifier.
+func (r *Run) ID() string { return r.id }
+
+// Usage returns a snapshot of the run's counters.
+func (r *Run) Usage() RunUsage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return RunUsage{Calls: r.calls, CostUnits: r.cost, Irreversible: r.irreversible, PerTool: maps.Clone(r.perTool)}
+}
+
+// Do passes call through the gate and, if it is allowed, runs tool. It is the one entry point for every tool
+// call: calls bridged from Python, direct agent calls and calls from escalated containers alike.
+//
+// Do assigns call.RunID and call.Seq. It returns the tool's result in Outcome.Result and a nil error when the
+// tool ran and succeeded; a *ToolError when it ran and failed or panicked; a *DeniedError when it did not run.
+// The tool runs in the calling goroutine, with ctx.
+func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error) {
+	g := r.g
+	call.RunID = r.id
+	call.Seq = r.seq.Add(1)
+	actx := ctx // for audit records: written even if ctx has ended
+	if ctx.Done() != nil {
+		actx = context.WithoutCancel(ctx)
+	}
+
+	if reason := g.validate(call, tool); reason != "" {
+		return r.deny(actx, call, nil, ErrInvalidCall, nil, "gate", reason)
+	}
+	if err := ctx.Err(); err != nil {
+		return r.deny(actx, call, nil, err, err, "gate", "the call's context ended before it was decided")
+	}
+
+	// 1. The hard cap.
+	r.mu.Lock()
+	r.calls++
+	n := r.calls
+	r.mu.Unlock()
+	if n > g.maxCalls {
+		return r.deny(actx, call, nil, ErrToolLimit, nil, "budget", "max_tool_calls ("+strconv.FormatInt(g.maxCalls, 10)+") reached")
+	}
+
+	// 2. The policy.
+	v, err := g.evaluate(ctx, call)
+	call.Effect = call.Effect.Stricter(v.Effect).Resolve()
+	call.Cost = max(call.Cost, v.Cost)
+	if err != nil {
+		return r.deny(actx, call, nil, ErrDenied, err, "policy", "policy error: "+err.Error())
+	}
+	switch v.Action {
+	case Allow, NeedsApproval:
+	case Deny:
+		return r.deny(actx, call, nil, ErrDenied, nil, "policy", orDefault(v.Reason, "denied by policy"))
+	default:
+		return r.deny(actx, call, nil, ErrDenied, nil, "policy", "policy returned an unknown action "+v.Action.String())
+	}
+
+	// 3. Budgets, before the call.
+	if reason := r.reserve(call); reason != "" {
+		return r.deny(actx, call, nil, ErrBudgetExceeded, nil, "budget", reason)
+	}
+	settle := func(CallReport) {}
+	if r.budget != nil {
+		s, err := reserveBudget(ctx, r.budget, call)
+		if err != nil {
+			r.release(call)
+			return r.deny(actx, call, nil, ErrBudgetExceeded, err, "budget", "budget: "+err.Error())
+		}
+		if s != nil {
+			settle = func(c CallReport) { safeSettle(g.log, s, c) }
+		}
+	}
+
+	// 4. Approval.
+	rec := g.newRecord(call, true)
+	dec := Decision{Allow: true, Reason: orDefault(v.Reason, "allowed by policy"), DecidedBy: "policy"}
+	if v.Action == NeedsApproval {
+		d, kind, cause := g.approve(ctx, ApprovalRequest{
+			Call: call, Reason: orDefault(v.Reason, "approval required"), DisplayArgs: rec.Args,
+		})
+		rec.Time = g.clock() // the record is of the decision, which came now
+		if kind != nil {
+			r.release(call)
+			settle(CallReport{})
+			return r.deny(actx, call, &rec, kind, cause, d.DecidedBy, d.Reason)
+		}
+		dec = d
+	}
+
+	// 5. The "allowed" record must be written before the tool runs.
+	rec.Decision, rec.Reason, rec.DecidedBy, rec.Outcome = "allow", dec.Reason, dec.DecidedBy, StatusAllowed
+	if err := g.record(actx, rec); err != nil {
+		r.release(call)
+		settle(CallReport{})
+		g.log.Error("governance: audit failed; tool not run", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
+		dec = Decision{Allow: false, Reason: "the audit record could not be written: " + strings.TrimPrefix(err.Error(), ErrAudit.Error()+": "), DecidedBy: "gate"}
+		return Outcome{Call: call, Decision: dec, Status: StatusDenied, AuditErr: err},
+			&DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: dec.Reason, DecidedBy: dec.DecidedBy, Kind: ErrAudit, Err: err}
+	}
+
+	// 6. The tool.
+	start := time.Now()
+	res, terr := runTool(ctx, call, tool)
+	end := time.Now()
+	dur := end.Sub(start)
+	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
+
+	// 7. The outcome.
+	out := Outcome{Call: call, Decision: dec, Status: StatusOK, Result: res, Duration: dur}
+	if g.now == nil {
+		rec.Time = end.UTC()
+	} else {
+		rec.Time = g.now().UTC()
+	}
+	rec.Outcome = StatusOK
+	rec.Duration = dur
+	if terr != nil {
+		out.Status = StatusFailed
+		rec.Outcome = StatusFailed
+		rec.Error = truncateUTF8(terr.Error(), maxErrorBytes)
+	} else {
+		sum := sha256.Sum256(res)
+		rec.ResultSize = int64(len(res))
+		rec.ResultSHA256 = hex.EncodeToString(sum[:])
+	}
+	if err := g.record(actx, rec); err != nil {
+		out.AuditErr = err
+		g.log.Error("governance: outcome not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
+	}
+	return out, terr
+}
+
+// deny records and returns a denial. rec, if not nil, is the record prepared so far (its Args already redacted).
+func (r *Run) deny(actx context.Context, call Call, rec *Record, kind, cause error, by, reason string) (Outcome, error) {
+	g := r.g
+	var rc Record
+	if rec != nil {
+		rc = *rec
+	} else {
+		rc = g.newRecord(call, kind != ErrInvalidCall)
+	}
+	if by == "" {
+		by = "gate"
+	}
+	dec := Decision{Allow: false, Reason: reason, DecidedBy: by}
+	rc.Decision, rc.Reason, rc.DecidedBy, rc.Outcome = "deny", reason, by, StatusDenied
+	derr := &DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: by, Kind: kind, Err: cause}
+	rc.Error = truncateUTF8(derr.Error(), maxErrorBytes)
+	out := Outcome{Call: call, Decision: dec, Status: StatusDenied}
+	if err := g.record(actx, rc); err != nil {
+		out.AuditErr = err
+		g.log.Error("governance: denial not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
+	}
+	if g.log.IsDebug() {
+		g.log.Debug("governance: call denied", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "by", by, "reason", reason)
+	}
+	return out, derr
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// validate returns why call is malformed, or "".
+func (g *Gate) validate(call Call, tool ToolFunc) string {
+	switch {
+	case call.Tool == "":
+		return "empty tool name"
+	case len(call.Tool) > maxToolNameBytes:
+		return "tool name longer than " + strconv.Itoa(maxToolNameBytes) + " bytes"
+	case !utf8.ValidString(call.Tool):
+		return "tool name is not valid UTF-8"
+	case !call.Source.valid():
+		return "unknown source " + strconv.Quote(string(call.Source))
+	case call.Cost < 0:
+		return "negative cost"
+	case call.Effect > Irreversible:
+		return "invalid effect " + strconv.Itoa(int(call.Effect))
+	case tool == nil:
+		return "no tool function"
+	case g.maxArgs > 0 && len(call.Args) > g.maxArgs:
+		return "arguments are " + strconv.Itoa(len(call.Args)) + " bytes, more than " + strconv.Itoa(g.maxArgs)
+	case len(call.Args) > 0 && !json.Valid(call.Args):
+		return "arguments are not valid JSON"
+	}
+	for i := 0; i < len(call.Tool); i++ {
+		if c := call.Tool[i]; c < 0x20 || c == 0x7f || (c >= utf8.RuneSelf && hasControl(call.Tool[i:])) {
+			return "tool name contains control characters"
+		} else if c >= utf8.RuneSelf {
+			break
+		}
+	}
+	return ""
+}
+
+func hasControl(s string) bool {
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return true
+		}
+	}
+	return false
+}
+
+func (g *Gate) clock() time.Time {
+	if g.now != nil {
+		return g.now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// newRecord starts the record of call; with argsOK its arguments are redacted into it, otherwise they are null.
+func (g *Gate) newRecord(call Call, argsOK bool) Record {
+	rec := Record{
+		Version: RecordVersion,
+		Time:    g.clock(),
+		RunID:   call.RunID,
+		Seq:     call.Seq,
+		Tool:    truncateUTF8(call.Tool, maxToolNameBytes),
+		Source:  call.Source,
+		Effect:  call.Effect,
+		Cost:    call.Cost,
+	}
+	if rec.Effect > Irreversible {
+		rec.Effect = Irreversible
+	}
+	if argsOK && len(call.Args) > 0 {
+		rec.Args = g.redactArgs(call.Tool, call.Args)
+	}
+	return rec
+}
+
+var (
+	redactionFailed  = json.RawMessage(`"[redaction failed]"`)
+	redactionInvalid = json.RawMessage(`"[redaction returned invalid JSON]"`)
+)
+
+func (g *Gate) redactArgs(tool string, args json.RawMessage) (out json.RawMessage) {
+	if g.redact == nil {
+		return args
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			g.log.Error("governance: redaction hook panicked", "tool", tool, "panic", fmt.Sprint(p))
+			out = redactionFailed
+		}
+	}()
+	out = g.redact(tool, args)
+	if len(out) > 0 && !json.Valid(out) {
+		g.log.Error("governance: redaction hook returned invalid JSON", "tool", tool)
+		return redactionInvalid
+	}
+	return out
+}
+
+func (g *Gate) evaluate(ctx context.Context, call Call) (v Verdict, err error) {
+	if g.policy == nil {
+		return Verdict{Action: Deny, Reason: "no policy configured"}, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			v, err = Verdict{}, fmt.Errorf("policy panicked: %v", p)
+		}
+	}()
+	return g.policy.Evaluate(ctx, call)
+}
+
+func (g *Gate) record(ctx context.Context, rec Record) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%w: auditor panicked: %v", ErrAudit, p)
+		}
+	}()
+	if err = g.auditor.Record(ctx, rec); err != nil && !errors.Is(err, ErrAudit) {
+		err = fmt.Errorf("%w: %w", ErrAudit, err)
+	}
+	return err
+}
+
+type approvalResult struct {
+	d   Decision
+	err error
+}
+
+// approve asks the approver. It returns the decision and, for a denial, its kind and cause.
+func (g *Gate) approve(ctx context.Context, req ApprovalRequest) (Decision, error, error) {
+	deny := func(kind, cause error, by, reason string) (Decision, error, error) {
+		return Decision{Allow: false, Reason: reason, DecidedBy: by}, kind, cause
+	}
+	if g.approver == nil {
+		return deny(ErrApprovalDenied, nil, "gate", "approval required but no approver is configured")
+	}
+	actx, cancel := context.WithCancel(ctx)
+	if g.approvalTimeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, g.approvalTimeout)
+	}
+	defer cancel()
+	req.Deadline, _ = actx.Deadline()
+
+	ch := make(chan approvalResult, 1)
+	go func() {
+		defer func() {
+			if p := recover(); p != nil {
+				ch <- approvalResult{err: fmt.Errorf("approver panicked: %v", p)}
+			}
+		}()
+		d, err := g.approver.Approve(actx, req)
+		ch <- approvalResult{d, err}
+	}()
+
+	var res approvalResult
+	select {
+	case res = <-ch:
+	case <-actx.Done():
+	}
+	// An answer that arrives together with the timeout does not count: the deadline is part of the contract.
+	if actx.Err() != nil {
+		if err := ctx.Err(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return deny(err, err, "gate", "approval abandoned: "+err.Error())
+		}
+		reason := "no answer before the call's deadline"
+		if ctx.Err() == nil {
+			reason = "no answer within " + g.approvalTimeout.String()
+		}
+		return deny(ErrApprovalTimeout, context.DeadlineExceeded, "gate", reason)
+	}
+	if res.err != nil {
+		return deny(ErrApprovalDenied, res.err, "gate", "approver error: "+res.err.Error())
+	}
+	d := res.d
+	if d.DecidedBy == "" {
+		d.DecidedBy = "approver"
+	}
+	if !d.Allow {
+		return deny(ErrApprovalDenied, nil, d.DecidedBy, orDefault(d.Reason, "denied by the approver"))
+	}
+	d.Reason = orDefault(d.Reason, "approved")
+	return d, nil, nil
+}
+
+func reserveBudget(ctx context.Context, b Budget, call Call) (s func(CallReport), err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s, err = nil, fmt.Errorf("budget panicked: %v", p)
+		}
+	}()
+	return b.Reserve(ctx, call)
+}
+
+func safeSettle(log hclog.Logger, s func(CallReport), c CallReport) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("governance: budget settle panicked", "panic", fmt.Sprint(p))
+		}
+	}()
+	s(c)
+}
+
+// runTool runs tool, turning errors and panics into *ToolError.
+func runTool(ctx context.Context, call Call, tool ToolFunc) (res []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			te := &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Panic: p, Stack: debug.Stack()}
+			if e, ok := p.(error); ok {
+				te.Err = e
+			}
+			res, err = nil, te
+		}
+	}()
+	res, err = tool(ctx, call)
+	if err != nil {
+		err = &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: err}
+	}
+	return res, err
+}
+
+// reserve applies the run's Limits to call and books it; it returns why the call is refused, or "".
+func (r *Run) reserve(call Call) string {
+	l := &r.g.limits
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if limit, ok := l.ToolCaps[call.Tool]; ok && r.perTool[call.Tool] >= max(limit, 0) {
+		return "max calls of this tool per run (" + strconv.FormatInt(max(limit, 0), 10) + ") reached"
+	}
+	if call.Cost > 0 && l.MaxCostUnits != 0 {
+		if l.MaxCostUnits < 0 || call.Cost > l.MaxCostUnits-r.cost {
+			return fmt.Sprintf("cost units: %d used + %d would exceed max %d", r.cost, call.Cost, max(l.MaxCostUnits, 0))
+		}
+	}
+	if call.Effect == Irreversible && l.MaxIrreversible != 0 && r.irreversible >= max(l.MaxIrreversible, 0) {
+		return "max irreversible calls per run (" + strconv.FormatInt(max(l.MaxIrreversible, 0), 10) + ") reached"
+	}
+	if r.perTool == nil {
+		r.perTool = make(map[string]int64)
+	}
+	r.perTool[call.Tool]++
+	r.cost += call.Cost
+	if call.Effect == Irreversible {
+		r.irreversible++
+	}
+	return ""
+}
+
+// release refunds what reserve booked for call.
+func (r *Run) release(call Call) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.perTool[call.Tool]--; r.perTool[call.Tool] <= 0 {
+		delete(r.perTool, call.Tool)
+	}
+	r.cost -= call.Cost
+	if call.Effect == Irreversible {
+		r.irreversible--
+	}
+}

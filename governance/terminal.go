@@ -1,0 +1,191 @@
+package governance
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// TerminalApprover asks a person at a terminal: it writes the question to Out and reads a y/N answer from In.
+// Only "y" or "yes" (any case) approves; anything else, an empty line, end of input or a read error denies.
+//
+// It never writes to standard output, which belongs to the program's results: the default Out is os.Stderr.
+// Everything shown that came from the call (tool name, arguments, reason) is escaped so that code in the
+// sandbox cannot smuggle terminal control sequences into the question; arguments are shown after
+// GateConfig.Redact and shortened to MaxArgsBytes.
+//
+// Questions are asked one at a time; concurrent requests wait their turn (within their own timeout). One
+// goroutine reads In for the life of the approver. After a question timed out, whatever was typed since is
+// discarded before the next question is asked; but a late answer that arrives just as the next question is
+// printed cannot be told apart from an answer to it: keep approval timeouts long for interactive use.
+//
+// The zero value is ready to use. Do not copy a TerminalApprover after first use.
+type TerminalApprover struct {
+	In           io.Reader // nil: os.Stdin
+	Out          io.Writer // nil: os.Stderr
+	Name         string    // recorded as DecidedBy "approver:Name"; empty means "terminal"
+	MaxArgsBytes int       // arguments shown; zero means 1024
+
+	once  sync.Once
+	turn  chan struct{} // a one-slot semaphore: whoever holds it asks
+	lines chan lineOrErr
+	inErr error // sticky end of input; guarded by turn
+	stale bool  // the last question timed out; guarded by turn
+}
+
+type lineOrErr struct {
+	line string
+	err  error
+}
+
+func (t *TerminalApprover) init() {
+	t.once.Do(func() {
+		t.turn = make(chan struct{}, 1)
+		t.lines = make(chan lineOrErr, 1)
+		in := t.In
+		if in == nil {
+			in = os.Stdin
+		}
+		go func() {
+			r := bufio.NewReader(in)
+			for {
+				s, err := r.ReadString('\n')
+				if s != "" && (err == nil || err == io.EOF) {
+					t.lines <- lineOrErr{line: s}
+				}
+				if err != nil {
+					if errors.Is(err, io.EOF) {
+						err = io.EOF
+					}
+					t.lines <- lineOrErr{err: err}
+					return
+				}
+			}
+		}()
+	})
+}
+
+// Approve asks the question and waits for an answer or the end of ctx.
+func (t *TerminalApprover) Approve(ctx context.Context, req ApprovalRequest) (Decision, error) {
+	t.init()
+	select {
+	case t.turn <- struct{}{}:
+	case <-ctx.Done():
+		return Decision{}, ctx.Err()
+	}
+	defer func() { <-t.turn }()
+
+	by := "approver:terminal"
+	if t.Name != "" {
+		by = "approver:" + t.Name
+	}
+	out := t.Out
+	if out == nil {
+		out = os.Stderr
+	}
+	if t.inErr != nil {
+		return Decision{}, fmt.Errorf("governance: terminal input: %w", t.inErr)
+	}
+	// Discard answers typed for an earlier question that timed out. (Lines typed ahead after an answered
+	// question are kept, so that scripted input works.)
+	for drained := !t.stale; !drained; {
+		select {
+		case l := <-t.lines:
+			if l.err != nil {
+				t.inErr = l.err
+				return Decision{}, fmt.Errorf("governance: terminal input: %w", l.err)
+			}
+		default:
+			drained = true
+		}
+	}
+	t.stale = false
+	if _, err := io.WriteString(out, t.question(req)); err != nil {
+		return Decision{}, fmt.Errorf("governance: terminal output: %w", err)
+	}
+	select {
+	case l := <-t.lines:
+		if l.err != nil {
+			t.inErr = l.err
+			_, _ = io.WriteString(out, "\n")
+			if l.err == io.EOF {
+				return Decision{Allow: false, Reason: "no answer (end of input)", DecidedBy: by}, nil
+			}
+			return Decision{}, fmt.Errorf("governance: terminal input: %w", l.err)
+		}
+		switch strings.ToLower(strings.TrimSpace(l.line)) {
+		case "y", "yes":
+			return Decision{Allow: true, Reason: "approved at the terminal", DecidedBy: by}, nil
+		}
+		return Decision{Allow: false, Reason: "denied at the terminal", DecidedBy: by}, nil
+	case <-ctx.Done():
+		t.stale = true
+		_, _ = io.WriteString(out, "\n(no answer in time: denied)\n")
+		return Decision{}, ctx.Err()
+	}
+}
+
+func (t *TerminalApprover) question(req ApprovalRequest) string {
+	c := req.Call
+	limit := t.MaxArgsBytes
+	if limit <= 0 {
+		limit = 1024
+	}
+	args := string(req.DisplayArgs)
+	if args == "" {
+		args = "(none)"
+	}
+	if len(args) > limit {
+		args = truncateUTF8(args, limit) + "… (" + strconv.Itoa(len(req.DisplayArgs)) + " bytes)"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "\nApproval needed: run %s, call %d, from %s\n", sanitize(c.RunID), c.Seq, sanitize(string(c.Source)))
+	fmt.Fprintf(&b, "  tool:   %s (%s, cost %d)\n", sanitize(c.Tool), c.Effect.Resolve(), c.Cost)
+	fmt.Fprintf(&b, "  why:    %s\n", sanitize(req.Reason))
+	fmt.Fprintf(&b, "  args:   %s\n", sanitize(args))
+	if !req.Deadline.IsZero() {
+		fmt.Fprintf(&b, "  answer within %s\n", time.Until(req.Deadline).Round(time.Second))
+	}
+	b.WriteString("Approve? [y/N] ")
+	return b.String()
+}
+
+// sanitize escapes every rune that is not printable (control characters, C1 controls, bidi overrides, invalid
+// UTF-8), so that text from the sandbox cannot drive the terminal.
+func sanitize(s string) string {
+	clean := true
+	for _, r := range s {
+		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != ' ') {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == ' ' || (r != utf8.RuneError && unicode.IsPrint(r)):
+			b.WriteString(s[i : i+size])
+		case r <= 0xffff:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08x`, r)
+		}
+		i += size
+	}
+	return b.String()
+}
