@@ -1,0 +1,249 @@
+package hostfuncs
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// pyPrelude is the fixed part of the generated `tools` module: the exception hierarchy and the call helper.
+const pyPrelude = `"""Tools of this sandbox. Each function runs on the host, after the host's governance gate allows the call.
+
+Every failure raises a subclass of ToolException:
+  ToolDenied (ApprovalDenied, ApprovalTimeout, BudgetExceeded, ToolLimitExceeded): the call did not run.
+  ToolError (InvalidToolArguments, UnknownTool): the call ran, or was refused as malformed, and failed.
+"""
+import json as _json
+import _wasmbox
+
+class ToolException(Exception):
+    """Base class of every tool failure."""
+    def __init__(self, message, tool=None):
+        super().__init__(message)
+        self.tool = tool
+
+class ToolDenied(ToolException):
+    """The host's policy refused the call; the tool did not run."""
+
+class ApprovalDenied(ToolDenied):
+    """The call needed approval and was refused."""
+
+class ApprovalTimeout(ApprovalDenied):
+    """The call needed approval and none came in time."""
+
+class BudgetExceeded(ToolDenied):
+    """A budget (per-tool cap, cost units, irreversible actions) would be exceeded; the tool did not run."""
+
+class ToolLimitExceeded(ToolDenied):
+    """The run's hard limit on tool calls is reached; no further call will run."""
+
+class ToolError(ToolException):
+    """The tool ran and failed; the message is the tool's."""
+
+class InvalidToolArguments(ToolError, TypeError):
+    """The arguments do not match the tool's parameters."""
+
+class UnknownTool(ToolError, AttributeError):
+    """No tool has this name."""
+
+_ERRORS = {c.__name__: c for c in (ToolException, ToolDenied, ApprovalDenied, ApprovalTimeout, BudgetExceeded,
+                                   ToolLimitExceeded, ToolError, InvalidToolArguments, UnknownTool)}
+_MISSING = object()
+
+def call(name, /, **kwargs):
+    """Call the tool called name with keyword arguments; returns its JSON-decoded result."""
+    args = {k: v for k, v in kwargs.items() if v is not _MISSING}
+    try:
+        req = _json.dumps({"op": "tool", "name": name, "args": args}, separators=(",", ":"))
+    except (TypeError, ValueError) as e:
+        raise InvalidToolArguments("%s: arguments are not JSON-serialisable: %s" % (name, e), name) from None
+    ok, resp = _wasmbox.call(req.encode())
+    if ok:
+        return _json.loads(resp)
+    try:
+        err = _json.loads(resp)
+    except ValueError:
+        err = {"type": "ToolError", "message": resp.decode("utf-8", "replace")}
+    raise _ERRORS.get(err.get("type"), ToolError)(err.get("message", ""), name)
+
+def list_tools():
+    """Describe every tool: a list of {"name", "description", "parameters"} dicts."""
+    return [dict(t) for t in _TOOLS]
+`
+
+// PythonModule generates the source of the `tools` module for the registry: one function per tool with a real
+// signature (required parameters positional-or-keyword, optional ones keyword-only), type hints and a docstring
+// from the schemas.
+func (r *Registry) PythonModule() string {
+	var b strings.Builder
+	b.WriteString(pyPrelude)
+	var listing []map[string]any
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, name := range r.order {
+		e := r.tools[name]
+		var params any
+		_ = json.Unmarshal(e.Parameters, &params)
+		listing = append(listing, map[string]any{"name": name, "description": e.Description, "parameters": params})
+		writeFunc(&b, e)
+	}
+	lj, _ := json.Marshal(listing)
+	fmt.Fprintf(&b, "\n_TOOLS = _json.loads(%s)\n__all__ = %s\n", pyStr(string(lj)), pyList(append(append([]string{}, r.order...), "call", "list_tools", "ToolException", "ToolDenied", "ApprovalDenied", "ApprovalTimeout", "BudgetExceeded", "ToolLimitExceeded", "ToolError", "InvalidToolArguments", "UnknownTool")))
+	return b.String()
+}
+
+// Stubs returns the tools as Python stubs (signatures and docstrings, bodies elided): what a model is shown.
+func (r *Registry) Stubs() string {
+	var b strings.Builder
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	for _, name := range r.order {
+		b.WriteString(signature(r.tools[name]))
+		b.WriteString(":\n")
+		b.WriteString(docstring(r.tools[name]))
+		b.WriteString("    ...\n\n")
+	}
+	return b.String()
+}
+
+func writeFunc(b *strings.Builder, e *entry) {
+	b.WriteString("\n")
+	b.WriteString(signature(e))
+	b.WriteString(":\n")
+	b.WriteString(docstring(e))
+	args := make([]string, len(e.params))
+	for i, p := range e.params {
+		args[i] = fmt.Sprintf("%s=%s", p.Name, p.Name)
+	}
+	fmt.Fprintf(b, "    return call(%s%s)\n", pyStr(e.Name), prefixComma(strings.Join(args, ", ")))
+}
+
+func prefixComma(s string) string {
+	if s == "" {
+		return ""
+	}
+	return ", " + s
+}
+
+func signature(e *entry) string {
+	var parts []string
+	kwOnly := false
+	for _, p := range e.params {
+		if !p.Required && !kwOnly {
+			parts = append(parts, "*")
+			kwOnly = true
+		}
+		s := p.Name + ": " + pyType(p.Schema)
+		if !p.Required {
+			s += " = _MISSING"
+		}
+		parts = append(parts, s)
+	}
+	ret := "Any"
+	if len(e.Result) > 0 {
+		var rs map[string]any
+		if json.Unmarshal(e.Result, &rs) == nil {
+			ret = pyType(rs)
+		}
+	}
+	return fmt.Sprintf("def %s(%s) -> %s", e.Name, strings.Join(parts, ", "), quoteAny(ret))
+}
+
+func quoteAny(t string) string {
+	if t == "Any" {
+		return `"Any"`
+	}
+	return t
+}
+
+func docstring(e *entry) string {
+	var d strings.Builder
+	desc := strings.TrimSpace(e.Description)
+	if desc == "" {
+		desc = "Tool " + e.Name + "."
+	}
+	d.WriteString(desc)
+	if len(e.params) > 0 {
+		d.WriteString("\n\nArgs:")
+		for _, p := range e.params {
+			fmt.Fprintf(&d, "\n    %s (%s%s)", p.Name, pyType(p.Schema), map[bool]string{true: "", false: ", optional"}[p.Required])
+			if s, ok := p.Schema["description"].(string); ok && s != "" {
+				d.WriteString(": " + strings.TrimSpace(s))
+			}
+			if en, ok := p.Schema["enum"].([]any); ok {
+				vals, _ := json.Marshal(en)
+				d.WriteString(" One of " + string(vals) + ".")
+			}
+		}
+	}
+	text := strings.ReplaceAll(d.String(), `\`, `\\`)
+	text = strings.ReplaceAll(text, `"""`, `\"\"\"`)
+	lines := strings.Split(text, "\n")
+	for i := range lines {
+		if lines[i] != "" {
+			lines[i] = "    " + lines[i]
+		}
+	}
+	return "    \"\"\"" + strings.TrimPrefix(strings.Join(lines, "\n"), "    ") + "\n    \"\"\"\n"
+}
+
+// pyType maps a JSON Schema to a Python annotation (JSON types only; "Any" when unknown).
+func pyType(s map[string]any) string {
+	switch t := s["type"].(type) {
+	case string:
+		return jsonToPy(t, s)
+	case []any:
+		var names []string
+		seen := map[string]bool{}
+		for _, x := range t {
+			if n, ok := x.(string); ok && !seen[n] {
+				seen[n] = true
+				names = append(names, jsonToPy(n, s))
+			}
+		}
+		sort.Strings(names)
+		if len(names) > 0 {
+			return strings.Join(names, " | ")
+		}
+	}
+	return "Any"
+}
+
+func jsonToPy(t string, s map[string]any) string {
+	switch t {
+	case "string":
+		return "str"
+	case "integer":
+		return "int"
+	case "number":
+		return "float"
+	case "boolean":
+		return "bool"
+	case "null":
+		return "None"
+	case "object":
+		return "dict"
+	case "array":
+		if items, ok := s["items"].(map[string]any); ok {
+			if it := pyType(items); it != "Any" {
+				return "list[" + it + "]"
+			}
+		}
+		return "list"
+	}
+	return "Any"
+}
+
+func pyStr(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+func pyList(items []string) string {
+	q := make([]string, len(items))
+	for i, s := range items {
+		q[i] = pyStr(s)
+	}
+	return "[" + strings.Join(q, ", ") + "]"
+}
