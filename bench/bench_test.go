@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"testing"
+
+	"github.com/wasmbox/wasmbox/assets/uninstrumented"
+	"github.com/wasmbox/wasmbox/wasmbox"
+)
+
+func sandbox(b *testing.B, cfg wasmbox.Config) *wasmbox.Sandbox {
+	b.Helper()
+	sb, err := wasmbox.New(context.Background(), cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = sb.Close(context.Background()) })
+	return sb
+}
+
+func runOK(b *testing.B, sb *wasmbox.Sandbox, code string) {
+	res, err := sb.Run(context.Background(), code)
+	if err != nil || res.ExitCode != 0 {
+		b.Fatalf("run: %v %+v", err, res)
+	}
+}
+
+// BenchmarkCompileCold compiles the interpreter with no cache (a new process on a new machine).
+func BenchmarkCompileCold(b *testing.B) {
+	for b.Loop() {
+		if err := wasmbox.Precompile(context.Background(), wasmbox.Config{DisableCompileCache: true}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCompileCached loads the compiled interpreter from the on-disk cache (a new process, P2).
+func BenchmarkCompileCached(b *testing.B) {
+	cfg := wasmbox.Config{CacheDir: b.TempDir()}
+	if err := wasmbox.Precompile(context.Background(), cfg); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if err := wasmbox.Precompile(context.Background(), cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkRunPrint is a fresh isolated sandbox + print(1) (P1).
+func BenchmarkRunPrint(b *testing.B) {
+	sb := sandbox(b, wasmbox.Config{})
+	runOK(b, sb, "print(1)")
+	for b.Loop() {
+		runOK(b, sb, "print(1)")
+	}
+}
+
+// BenchmarkRunParallel is trivial runs on all cores (P7).
+func BenchmarkRunParallel(b *testing.B) {
+	sb := sandbox(b, wasmbox.Config{})
+	runOK(b, sb, "print(1)")
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			runOK(b, sb, "print(1)")
+		}
+	})
+}
+
+func benchWorkload(b *testing.B, cfg wasmbox.Config, code string) {
+	sb := sandbox(b, cfg)
+	for b.Loop() {
+		runOK(b, sb, code)
+	}
+}
+
+func BenchmarkW1Loop(b *testing.B) { benchWorkload(b, wasmbox.Config{}, W1) }
+func BenchmarkW2JSON(b *testing.B) { benchWorkload(b, wasmbox.Config{}, W2) }
+
+// The same workloads on the interpreter before the deadline rewrite: the ratio is the deadline's cost (P4).
+func BenchmarkW1LoopNoDeadline(b *testing.B) { benchWorkload(b, noDeadline(b), W1) }
+func BenchmarkW2JSONNoDeadline(b *testing.B) { benchWorkload(b, noDeadline(b), W2) }
+
+func noDeadline(b *testing.B) wasmbox.Config {
+	it, err := uninstrumented.Load()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return wasmbox.Config{Interpreter: it}
+}

@@ -1,0 +1,322 @@
+// Command compare runs the same workloads on wasmbox and on native CPython in one process run and prints the
+// ratios (the P1–P7 targets of DESIGN.md):
+//
+//	go run ./bench/compare [-quick] [-json]
+//
+// W0 fresh sandbox + print(1) p50/p90; W1 pure-Python loop; W2 json of 20k dicts; W3 tool calls through the
+// Gate; W4 memory added per live idle sandbox; W5 trivial runs per second on all cores. The hard deadline is on
+// in every wasmbox row; deadline_overhead_ratio compares W1 with the uninstrumented build.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmbox/wasmbox/assets/uninstrumented"
+	"github.com/wasmbox/wasmbox/bench"
+	"github.com/wasmbox/wasmbox/wasmbox"
+)
+
+type report struct {
+	FreshRunP50MS     float64  `json:"fresh_run_p50_ms"`
+	FreshRunP90MS     float64  `json:"fresh_run_p90_ms"`
+	NativePythonP50MS *float64 `json:"native_python_p50_ms"`
+	W1Seconds         float64  `json:"w1_seconds"`
+	W1NativeSeconds   *float64 `json:"w1_native_seconds"`
+	W1RatioVsNative   *float64 `json:"w1_ratio_vs_native"`
+	W2Seconds         float64  `json:"w2_seconds"`
+	W2NativeSeconds   *float64 `json:"w2_native_seconds"`
+	W2RatioVsNative   *float64 `json:"w2_ratio_vs_native"`
+	DeadlineOverhead  float64  `json:"deadline_overhead_ratio"`
+	ToolCallUS        *float64 `json:"tool_call_us"`
+	RSSPerSandboxMiB  float64  `json:"rss_per_sandbox_mib"`
+	RunsPerSec        float64  `json:"runs_per_sec"`
+	NativePython      string   `json:"native_python"`
+	Skipped           []string `json:"skipped"`
+	Cores             int      `json:"cores"`
+	Quick             bool     `json:"quick"`
+}
+
+func main() {
+	quick := flag.Bool("quick", false, "fewer repetitions (under a minute)")
+	asJSON := flag.Bool("json", false, "print one JSON object")
+	flag.Parse()
+	if err := run(*quick, *asJSON); err != nil {
+		fmt.Fprintln(os.Stderr, "compare:", err)
+		os.Exit(1)
+	}
+}
+
+func run(quick, asJSON bool) error {
+	ctx := context.Background()
+	r := report{Cores: runtime.NumCPU(), Quick: quick}
+	reps, w0n := 5, 200
+	if quick {
+		reps, w0n = 3, 60
+	}
+	sb, err := wasmbox.New(ctx, wasmbox.Config{})
+	if err != nil {
+		return err
+	}
+	defer sb.Close(ctx)
+	logf := func(format string, a ...any) {
+		if !asJSON {
+			fmt.Fprintf(os.Stderr, format+"\n", a...)
+		}
+	}
+
+	// W0
+	var lat []time.Duration
+	for i := 0; i < w0n+5; i++ {
+		t := time.Now()
+		if _, err := sb.Run(ctx, "print(1)"); err != nil {
+			return err
+		}
+		if i >= 5 {
+			lat = append(lat, time.Since(t))
+		}
+	}
+	r.FreshRunP50MS, r.FreshRunP90MS = pct(lat, 50), pct(lat, 90)
+	logf("W0 fresh run p50 %.2f ms", r.FreshRunP50MS)
+
+	// W1, W2 in the guest, deadline on; W1 without the deadline rewrite.
+	if r.W1Seconds, err = guestTime(ctx, sb, bench.W1, reps); err != nil {
+		return err
+	}
+	if r.W2Seconds, err = guestTime(ctx, sb, bench.W2, reps); err != nil {
+		return err
+	}
+	if it, err := uninstrumented.Load(); err == nil {
+		plain, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it})
+		if err != nil {
+			return err
+		}
+		w1plain, err := guestTime(ctx, plain, bench.W1, reps)
+		plain.Close(ctx)
+		if err != nil {
+			return err
+		}
+		r.DeadlineOverhead = r.W1Seconds / w1plain
+	} else {
+		r.Skipped = append(r.Skipped, "deadline overhead: "+err.Error())
+	}
+	logf("W1 %.3f s, W2 %.3f s, deadline overhead ×%.3f", r.W1Seconds, r.W2Seconds, r.DeadlineOverhead)
+
+	// Native CPython.
+	if py := findPython(); py != "" {
+		r.NativePython = py
+		var starts []time.Duration
+		for i := 0; i < max(reps*4, 10); i++ {
+			t := time.Now()
+			if err := exec.Command(py, "-I", "-S", "-c", "print(1)").Run(); err != nil {
+				return err
+			}
+			starts = append(starts, time.Since(t))
+		}
+		p50 := pct(starts, 50)
+		r.NativePythonP50MS = &p50
+		n1, err1 := nativeTime(py, bench.W1, reps)
+		n2, err2 := nativeTime(py, bench.W2, reps)
+		if err1 == nil && err2 == nil {
+			r.W1NativeSeconds, r.W2NativeSeconds = &n1, &n2
+			a, b := r.W1Seconds/n1, r.W2Seconds/n2
+			r.W1RatioVsNative, r.W2RatioVsNative = &a, &b
+		} else {
+			r.Skipped = append(r.Skipped, fmt.Sprintf("native workloads: %v %v", err1, err2))
+		}
+	} else {
+		r.Skipped = append(r.Skipped, "native python3: not found on PATH")
+	}
+
+	// W3: the tool bridge.
+	if us, err := toolCallMicros(ctx, quick); err == nil {
+		r.ToolCallUS = &us
+	} else {
+		r.Skipped = append(r.Skipped, "W3 tool calls: "+err.Error())
+	}
+
+	// W4: memory per live idle sandbox (PSS, so shared pages are divided among their users).
+	n := 20
+	if quick {
+		n = 8
+	}
+	r.RSSPerSandboxMiB, err = pssPerSession(ctx, sb, n)
+	if err != nil {
+		r.Skipped = append(r.Skipped, "W4: "+err.Error())
+	}
+
+	// W5: trivial runs per second on all cores.
+	dur := 3 * time.Second
+	if quick {
+		dur = time.Second
+	}
+	r.RunsPerSec = throughput(ctx, sb, dur)
+
+	for _, peer := range []string{"pyodide", "@pydantic/monty"} {
+		r.Skipped = append(r.Skipped, peer+": node package not installed (npm install "+peer+" to add the row)")
+	}
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	printTable(r)
+	return nil
+}
+
+func pct(d []time.Duration, p int) float64 {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[(len(s)-1)*p/100].Microseconds()) / 1000
+}
+
+// guestTime runs a timed workload reps times and returns the median of the in-guest durations.
+func guestTime(ctx context.Context, sb *wasmbox.Sandbox, w string, reps int) (float64, error) {
+	var ts []float64
+	for range reps {
+		res, err := sb.Run(ctx, bench.Timed(w))
+		if err != nil {
+			return 0, err
+		}
+		if res.Exception != nil {
+			return 0, fmt.Errorf("workload raised %s", res.Exception.Traceback)
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
+		if err != nil {
+			return 0, err
+		}
+		ts = append(ts, v)
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2], nil
+}
+
+func findPython() string {
+	for _, n := range []string{"python3.13", "python3"} {
+		if p, err := exec.LookPath(n); err == nil {
+			if exec.Command(p, "-c", "pass").Run() == nil {
+				return p
+			}
+		}
+	}
+	return ""
+}
+
+func nativeTime(py, w string, reps int) (float64, error) {
+	var ts []float64
+	for range reps {
+		out, err := exec.Command(py, "-I", "-S", "-c", bench.Timed(w)).Output()
+		if err != nil {
+			return 0, err
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
+		if err != nil {
+			return 0, err
+		}
+		ts = append(ts, v)
+	}
+	slices.Sort(ts)
+	return ts[len(ts)/2], nil
+}
+
+func pssPerSession(ctx context.Context, sb *wasmbox.Sandbox, n int) (float64, error) {
+	runtime.GC()
+	before, err := pss()
+	if err != nil {
+		return 0, err
+	}
+	var sessions []*wasmbox.Session
+	for range n {
+		se, err := sb.NewSession(ctx, nil)
+		if err != nil {
+			return 0, err
+		}
+		if _, err := se.Exec(ctx, "x = 1"); err != nil {
+			return 0, err
+		}
+		sessions = append(sessions, se)
+	}
+	runtime.GC()
+	after, err := pss()
+	for _, se := range sessions {
+		se.Close(ctx)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return float64(after-before) / float64(n) / 1024, nil
+}
+
+// pss reads the process's proportional set size in KiB.
+func pss() (int64, error) {
+	b, err := os.ReadFile("/proc/self/smaps_rollup")
+	if err != nil {
+		return 0, fmt.Errorf("PSS needs Linux /proc/self/smaps_rollup: %w", err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
+			return strconv.ParseInt(f[1], 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no Pss line")
+}
+
+func throughput(ctx context.Context, sb *wasmbox.Sandbox, dur time.Duration) float64 {
+	var n atomic.Int64
+	deadline := time.Now().Add(dur)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for range runtime.NumCPU() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				if _, err := sb.Run(ctx, "print(1)"); err == nil {
+					n.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return float64(n.Load()) / time.Since(start).Seconds()
+}
+
+func f(p *float64, format string) string {
+	if p == nil {
+		return "—"
+	}
+	return fmt.Sprintf(format, *p)
+}
+
+func printTable(r report) {
+	fmt.Printf("wasmbox bench/compare (%d cores, quick=%v; native: %s)\n\n", r.Cores, r.Quick, orDash(r.NativePython))
+	fmt.Printf("%-44s %-22s %-14s %s\n", "workload", "wasmbox (deadline on)", "native", "ratio / target")
+	fmt.Printf("%-44s %-22s %-14s %s\n", "W0 fresh sandbox + print(1) p50 (p90)", fmt.Sprintf("%.2f ms (%.2f)", r.FreshRunP50MS, r.FreshRunP90MS), f(r.NativePythonP50MS, "%.2f ms"), "P1 ≤ 0.4 ms")
+	fmt.Printf("%-44s %-22s %-14s %s\n", "W1 pure-Python loop", fmt.Sprintf("%.3f s", r.W1Seconds), f(r.W1NativeSeconds, "%.3f s"), f(r.W1RatioVsNative, "×%.2f")+" (P3 ≤ 3×)")
+	fmt.Printf("%-44s %-22s %-14s %s\n", "W2 json 20k dicts", fmt.Sprintf("%.3f s", r.W2Seconds), f(r.W2NativeSeconds, "%.3f s"), f(r.W2RatioVsNative, "×%.2f")+" (P3 ≤ 3×)")
+	fmt.Printf("%-44s %-22s %-14s %s\n", "deadline cost on W1", fmt.Sprintf("×%.3f", r.DeadlineOverhead), "", "P4 ≤ ×1.10")
+	fmt.Printf("%-44s %-22s %-14s %s\n", "W3 tool call through the Gate", f(r.ToolCallUS, "%.2f µs"), "", "P5 ≤ 2 µs")
+	fmt.Printf("%-44s %-22s %-14s %s\n", "W4 PSS per live idle sandbox", fmt.Sprintf("%.2f MiB", r.RSSPerSandboxMiB), "", "P6 ≤ 2 MiB")
+	fmt.Printf("%-44s %-22s %-14s %s\n", "W5 trivial runs/s, all cores", fmt.Sprintf("%.0f", r.RunsPerSec), "", "P7 ≥ 1,500")
+	for _, s := range r.Skipped {
+		fmt.Println("skipped:", s)
+	}
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "—"
+	}
+	return s
+}

@@ -1,0 +1,43 @@
+// Package bench holds wasmbox's benchmarks and the workloads that bench/compare runs side by side with native
+// CPython. Speed targets (P1–P7 of DESIGN.md) are checked here, never as wall-clock assertions in tests.
+package bench
+
+// Workloads timed inside the guest (and natively) with time.perf_counter, so interpreter start is excluded.
+const (
+	// W1: pure-Python loop.
+	W1 = `s = 0
+for i in range(3_000_000):
+    s += i * i
+`
+	// W2: json dumps/loads of 20k dicts.
+	W2 = `import json
+data = [{"id": i, "name": "item%d" % i, "tags": ["a", "b"], "price": i * 1.5} for i in range(20000)]
+s = json.dumps(data)
+back = json.loads(s)
+assert len(back) == 20000
+`
+)
+
+// Timed wraps a workload so that it prints its own duration in seconds (one float on stdout).
+func Timed(workload string) string {
+	return "import time as _t\n_t0 = _t.perf_counter()\n" + indentExec(workload) + "print(_t.perf_counter() - _t0)\n"
+}
+
+func indentExec(src string) string {
+	return "exec(compile(" + pyQuote(src) + ", '<workload>', 'exec'), {})\n"
+}
+
+func pyQuote(s string) string {
+	out := []byte{'"'}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; c {
+		case '\n':
+			out = append(out, '\\', 'n')
+		case '"', '\\':
+			out = append(out, '\\', c)
+		default:
+			out = append(out, c)
+		}
+	}
+	return string(append(out, '"'))
+}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmbox/wasmbox/wasmbox"
+)
+
+// Exit codes of the CLI contract.
+const (
+	exitUsage   = 2
+	exitTimeout = 124
+	exitFailure = 125
+)
+
+const usageText = `usage:
+  wasmbox run [--timeout D] [--memory SIZE] [--env KEY=VALUE]... [--workspace DIR] [--writeback] [--json] (FILE | -c CODE | -)
+  wasmbox version [--json]
+  wasmbox audit verify [--key-file F | --key-env VAR] FILE
+`
+
+func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usageText)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runMain(ctx, args[1:], stdin, stdout, stderr)
+	case "version":
+		return versionMain(ctx, args[1:], stdout, stderr)
+	case "audit":
+		return auditVerifyMain(args[1:], stdout, stderr)
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, usageText)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "wasmbox: unknown command %q\n%s", args[0], usageText)
+		return exitUsage
+	}
+}
+
+type envFlag map[string]string
+
+func (e envFlag) String() string { return "" }
+func (e envFlag) Set(v string) error {
+	k, val, ok := strings.Cut(v, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("want KEY=VALUE, got %q", v)
+	}
+	e[k] = val
+	return nil
+}
+
+// parseSize reads 512, 512K, 256M, 256MiB, 1G, 1GiB (powers of 1024).
+func parseSize(s string) (int64, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	mult := int64(1)
+	for _, suf := range []struct {
+		s string
+		m int64
+	}{{"GIB", 1 << 30}, {"MIB", 1 << 20}, {"KIB", 1 << 10}, {"GB", 1 << 30}, {"MB", 1 << 20}, {"KB", 1 << 10}, {"G", 1 << 30}, {"M", 1 << 20}, {"K", 1 << 10}, {"B", 1}} {
+		if strings.HasSuffix(u, suf.s) {
+			u, mult = strings.TrimSuffix(u, suf.s), suf.m
+			break
+		}
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(u), 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("invalid size %q", s)
+	}
+	return n * mult, nil
+}
+
+type jsonError struct {
+	Kind      string `json:"kind"`
+	Type      string `json:"type,omitempty"`
+	Message   string `json:"message"`
+	Traceback string `json:"traceback,omitempty"`
+}
+
+type jsonResult struct {
+	Stdout       string               `json:"stdout"`
+	Stderr       string               `json:"stderr"`
+	ExitCode     int                  `json:"exit_code"`
+	DurationMS   float64              `json:"duration_ms"`
+	Error        *jsonError           `json:"error"`
+	FilesChanged []wasmbox.FileChange `json:"files_changed"`
+	ToolCalls    []json.RawMessage    `json:"tool_calls"`
+}
+
+func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("wasmbox run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	timeout := fs.Duration("timeout", wasmbox.DefaultTimeout, "deadline of the run")
+	memory := fs.String("memory", "256MiB", "memory limit of the guest")
+	env := envFlag{}
+	fs.Var(env, "env", "KEY=VALUE passed to the guest (repeatable); nothing else of the host's environment is")
+	wsDir := fs.String("workspace", "", "copy DIR into the workspace before the run")
+	writeback := fs.Bool("writeback", false, "write changed files back to --workspace DIR after the run")
+	asJSON := fs.Bool("json", false, "print exactly one JSON object on stdout")
+	code := fs.String("c", "", "program passed as a string")
+	if err := fs.Parse(args); err != nil {
+		return exitUsage
+	}
+	usage := func(msg string) int {
+		fmt.Fprintf(stderr, "wasmbox run: %s\n%s", msg, usageText)
+		return exitUsage
+	}
+	codeSet := false
+	fs.Visit(func(f *flag.Flag) { codeSet = codeSet || f.Name == "c" })
+	var src, filename string
+	switch rest := fs.Args(); {
+	case codeSet && len(rest) == 0:
+		src, filename = *code, "<string>"
+	case !codeSet && len(rest) == 1 && rest[0] == "-":
+		b, err := io.ReadAll(stdin)
+		if err != nil {
+			return usage("reading the program from stdin: " + err.Error())
+		}
+		src, filename = string(b), "<stdin>"
+		stdin = nil // stdin carried the program
+	case !codeSet && len(rest) == 1:
+		b, err := os.ReadFile(rest[0])
+		if err != nil {
+			return usage(err.Error())
+		}
+		src, filename = string(b), rest[0]
+	default:
+		return usage("give exactly one of FILE, -c CODE or -")
+	}
+	if *writeback && *wsDir == "" {
+		return usage("--writeback needs --workspace DIR")
+	}
+	mem, err := parseSize(*memory)
+	if err != nil {
+		return usage("--memory: " + err.Error())
+	}
+	if *timeout <= 0 {
+		return usage("--timeout must be positive")
+	}
+	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: mem, Env: env}
+	if !*asJSON {
+		cfg.Stdout, cfg.Stderr = stdout, stderr
+	}
+	fail := func(err error) int {
+		if *asJSON {
+			writeJSON(stdout, jsonResult{ExitCode: exitFailure, Error: &jsonError{Kind: string(wasmbox.KindInternal), Message: err.Error()}})
+		} else {
+			fmt.Fprintln(stderr, err)
+		}
+		if errors.Is(err, wasmbox.ErrInvalidConfig) {
+			return exitUsage
+		}
+		return exitFailure
+	}
+	sb, err := wasmbox.New(ctx, cfg)
+	if err != nil {
+		return fail(err)
+	}
+	defer sb.Close(context.WithoutCancel(ctx))
+	ws := wasmbox.NewWorkspace(0, 0)
+	if *wsDir != "" {
+		if err := ws.CopyIn(ctx, *wsDir); err != nil {
+			return fail(err)
+		}
+	}
+	prog := wasmbox.Program{Code: src, Filename: filename, Workspace: ws}
+	if filename != "<string>" && filename != "<stdin>" {
+		prog.Args = []string{filename}
+	} else {
+		prog.Args = []string{"-c"}
+	}
+	if stdin != nil {
+		prog.Stdin = stdin
+	}
+	start := time.Now()
+	res, runErr := sb.RunProgram(ctx, prog)
+	if res == nil {
+		return fail(runErr)
+	}
+	if *writeback && runErr == nil {
+		if err := ws.WriteBack(ctx, *wsDir); err != nil {
+			return fail(err)
+		}
+	}
+	exit := res.ExitCode
+	var je *jsonError
+	var re *wasmbox.RunError
+	switch {
+	case errors.As(runErr, &re):
+		je = &jsonError{Kind: string(re.Kind), Message: runErr.Error()}
+		if re.Kind == wasmbox.KindTimeout {
+			exit = exitTimeout
+		} else if re.Kind == wasmbox.KindInternal {
+			exit = exitFailure
+		}
+	case runErr != nil:
+		je = &jsonError{Kind: string(wasmbox.KindInternal), Message: runErr.Error()}
+		exit = exitFailure
+	}
+	if res.Exception != nil {
+		if je == nil {
+			je = &jsonError{Kind: classify(res.Exception)}
+		}
+		je.Type, je.Message, je.Traceback = res.Exception.Type, res.Exception.Message, res.Exception.Traceback
+	}
+	if exit < 0 {
+		exit = exitFailure
+	}
+	if *asJSON {
+		out := jsonResult{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: exit,
+			DurationMS: float64(time.Since(start).Microseconds()) / 1000, Error: je,
+			FilesChanged: res.FilesChanged, ToolCalls: []json.RawMessage{}}
+		if out.FilesChanged == nil {
+			out.FilesChanged = []wasmbox.FileChange{}
+		}
+		writeJSON(stdout, out)
+	} else if runErr != nil {
+		fmt.Fprintln(stderr, runErr)
+	}
+	return exit
+}
+
+// classify maps an uncaught exception to the CLI's error kind.
+func classify(e *wasmbox.PythonError) string {
+	switch {
+	case e.Type == "MemoryError":
+		return string(wasmbox.KindMemory)
+	case e.Type == "OSError" && (strings.Contains(e.Message, "No space left") || strings.Contains(e.Message, "quota")):
+		return string(wasmbox.KindWorkspace)
+	case e.Type == "ToolLimitExceeded":
+		return string(wasmbox.KindToolLimit)
+	}
+	return string(wasmbox.KindPython)
+}
+
+func writeJSON(w io.Writer, v any) {
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+func versionMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("wasmbox version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+		return exitUsage
+	}
+	sb, err := wasmbox.New(ctx, wasmbox.Config{})
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitFailure
+	}
+	defer sb.Close(ctx)
+	info := sb.Info()
+	if *asJSON {
+		writeJSON(stdout, info)
+		return 0
+	}
+	fmt.Fprintf(stdout, "wasmbox: CPython %s, ABI v%d, interpreter sha256 %s\n", info.PythonVersion, info.ABIVersion, info.InterpreterSHA256)
+	return 0
+}

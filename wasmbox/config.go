@@ -1,0 +1,226 @@
+package wasmbox
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/wasmbox/wasmbox/assets"
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+)
+
+// Defaults applied to zero-valued Config fields.
+const (
+	DefaultMemoryLimit    = 256 << 20 // bytes of guest linear memory
+	DefaultTimeout        = 30 * time.Second
+	DefaultOutputLimit    = 1 << 20 // bytes each of stdout and stderr
+	DefaultWorkspaceBytes = 64 << 20
+	DefaultWorkspaceFiles = 10_000
+	MaxMemoryLimit        = 4 << 30 // the wasm32 address space
+)
+
+// DeterministicEpoch is the wall-clock time a deterministic run starts at when Config.Time is zero.
+var DeterministicEpoch = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// Config configures a Sandbox. Every field's zero value is a safe default; New validates the whole value once and
+// keeps its own copy (changing the caller's Config later has no effect).
+type Config struct {
+	// MemoryLimit caps the guest's linear memory in bytes. Zero means DefaultMemoryLimit (256 MiB). Going over
+	// raises MemoryError in Python; uncaught, the run fails with ErrMemoryLimit.
+	MemoryLimit int64
+	// Timeout bounds every Run and Session.Exec (the context's own deadline applies too, whichever is first).
+	// Zero means DefaultTimeout (30 s). It stops any code, including C-level loops.
+	Timeout time.Duration
+	// StdoutLimit and StderrLimit cap the captured output in bytes; the excess is dropped, a marker is appended
+	// and Result.StdoutTruncated / StderrTruncated are set. Zero means DefaultOutputLimit (1 MiB each).
+	StdoutLimit, StderrLimit int
+	// WorkspaceBytes and WorkspaceFiles are the quotas of the in-memory workspace (/workspace) and of /tmp, each.
+	// Writing past them gives ENOSPC (bytes) or EDQUOT (files) in Python. Zero means 64 MiB and 10,000 files.
+	WorkspaceBytes int64
+	WorkspaceFiles int
+	// Env is the guest's entire environment. Nothing from the host's environment is passed unless it is named
+	// here (see EnvFromHost). TMPDIR and HOME are set to /tmp and /workspace unless given.
+	Env map[string]string
+	// Stdout and Stderr, when set, receive the program's output while it runs (within the limits above), in
+	// addition to Result.Stdout/Stderr. They are called from the run's goroutine; a writer shared by concurrent
+	// runs must be safe for concurrent use.
+	Stdout, Stderr io.Writer
+	// Deterministic replaces the real clock and randomness: the wall clock starts at Time (DeterministicEpoch if
+	// zero) and advances 1 µs per reading, and all randomness derives from Seed. The same code, input and Seed
+	// then produce byte-identical output.
+	Deterministic bool
+	Seed          int64
+	Time          time.Time
+	// Preload lists modules imported once when the interpreter is prepared, so runs do not pay for them.
+	Preload []string
+	// CacheDir is the on-disk compilation cache. Empty means <user cache dir>/wasmbox/compile; the cache is
+	// skipped silently if that directory cannot be created. DisableCompileCache turns it off.
+	CacheDir            string
+	DisableCompileCache bool
+	// ExceptionAsError makes an uncaught Python exception also a Go error (wrapping ErrPython).
+	ExceptionAsError bool
+	// Logger receives debug and trace events. Nil means no logging.
+	Logger hclog.Logger
+	// Tools are the host functions the code may call, as the Python module `tools` (import tools). Nil means
+	// none: the module then exists but is empty.
+	Tools *hostfuncs.Registry
+	// Gate governs every tool call (policy, approval, budgets, max_tool_calls, audit). Nil means DefaultGate:
+	// allow tools marked read-only or mutating, deny the rest (no approver), at most 50 calls per run, audit in
+	// memory.
+	Gate *governance.Gate
+	// Interpreter replaces the embedded interpreter (assets.Load()), e.g. with one built with extra modules.
+	// It must speak the same ABI version; New checks its exports. Nil means the embedded one.
+	Interpreter *assets.Interpreter
+}
+
+// EnvFromHost returns the named host environment variables that are set, for Config.Env. Nothing else of the
+// host's environment ever reaches the guest.
+func EnvFromHost(names ...string) map[string]string {
+	env := map[string]string{}
+	for _, n := range names {
+		if v, ok := os.LookupEnv(n); ok {
+			env[n] = v
+		}
+	}
+	return env
+}
+
+// withDefaults validates c and returns a copy with defaults applied.
+func (c Config) withDefaults() (Config, error) {
+	bad := func(field, why string) (Config, error) {
+		return Config{}, fmt.Errorf("%w: %s %s", ErrInvalidConfig, field, why)
+	}
+	switch {
+	case c.MemoryLimit < 0:
+		return bad("MemoryLimit", "is negative")
+	case c.MemoryLimit > MaxMemoryLimit:
+		return bad("MemoryLimit", fmt.Sprintf("exceeds %d bytes (the wasm32 address space)", int64(MaxMemoryLimit)))
+	case c.MemoryLimit > 0 && c.MemoryLimit < 64<<20:
+		return bad("MemoryLimit", "is below 64 MiB, too small for the interpreter")
+	case c.Timeout < 0:
+		return bad("Timeout", "is negative")
+	case c.StdoutLimit < 0 || c.StderrLimit < 0:
+		return bad("StdoutLimit/StderrLimit", "is negative")
+	case c.WorkspaceBytes < 0 || c.WorkspaceFiles < 0:
+		return bad("WorkspaceBytes/WorkspaceFiles", "is negative")
+	}
+	for k := range c.Env {
+		if k == "" || containsAny(k, "=\x00") {
+			return bad("Env", fmt.Sprintf("has an invalid name %q", k))
+		}
+		if containsAny(c.Env[k], "\x00") {
+			return bad("Env", fmt.Sprintf("value of %q contains NUL", k))
+		}
+	}
+	for _, m := range c.Preload {
+		if !isModuleName(m) {
+			return bad("Preload", fmt.Sprintf("has an invalid module name %q", m))
+		}
+	}
+	if c.MemoryLimit == 0 {
+		c.MemoryLimit = DefaultMemoryLimit
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.StdoutLimit == 0 {
+		c.StdoutLimit = DefaultOutputLimit
+	}
+	if c.StderrLimit == 0 {
+		c.StderrLimit = DefaultOutputLimit
+	}
+	if c.WorkspaceBytes == 0 {
+		c.WorkspaceBytes = DefaultWorkspaceBytes
+	}
+	if c.WorkspaceFiles == 0 {
+		c.WorkspaceFiles = DefaultWorkspaceFiles
+	}
+	if c.Time.IsZero() {
+		c.Time = DeterministicEpoch
+	}
+	if c.Gate == nil {
+		g, err := DefaultGate()
+		if err != nil {
+			return Config{}, err
+		}
+		c.Gate = g
+	}
+	if c.Tools == nil {
+		c.Tools = hostfuncs.NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	env := make(map[string]string, len(c.Env))
+	for k, v := range c.Env {
+		env[k] = v
+	}
+	c.Env = env
+	c.Preload = append([]string(nil), c.Preload...)
+	if c.CacheDir == "" && !c.DisableCompileCache {
+		if d, err := os.UserCacheDir(); err == nil {
+			c.CacheDir = filepath.Join(d, "wasmbox", "compile")
+		}
+	}
+	if c.DisableCompileCache {
+		c.CacheDir = ""
+	}
+	return c, nil
+}
+
+func containsAny(s, chars string) bool {
+	for _, r := range s {
+		for _, c := range chars {
+			if r == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isModuleName(s string) bool {
+	if s == "" {
+		return false
+	}
+	start := true
+	for _, r := range s {
+		switch {
+		case r == '.':
+			if start {
+				return false
+			}
+			start = true
+			continue
+		case r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z'):
+		case r >= '0' && r <= '9':
+			if start {
+				return false
+			}
+		default:
+			return false
+		}
+		start = false
+	}
+	return !start
+}
+
+// DefaultGate is the gate used when Config.Gate is nil: every tool may run except those whose effect is
+// irreversible or unmarked (they need an approver, and there is none), at most governance's default of 50 calls
+// per run, with the audit kept in memory (the last 10,000 records).
+func DefaultGate() (*governance.Gate, error) {
+	g, err := governance.NewGate(governance.GateConfig{
+		Policy:   governance.EffectPolicy{},
+		Approver: governance.DenyAll{},
+		Auditor:  &governance.MemoryAuditor{Limit: 10_000},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("wasmbox: default gate: %w", err)
+	}
+	return g, nil
+}

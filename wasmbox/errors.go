@@ -1,0 +1,72 @@
+package wasmbox
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error returned by this package wraps one of them (test with errors.Is) and carries the
+// "wasmbox: " prefix.
+var (
+	// ErrTimeout: the run's deadline passed or its context was cancelled. Errors that wrap it also wrap the
+	// context's error, so errors.Is(err, context.DeadlineExceeded) (or context.Canceled) holds.
+	ErrTimeout = errors.New("wasmbox: run stopped by its deadline or context")
+	// ErrMemoryLimit: the program ran out of its memory limit (an uncaught MemoryError, or a trap at the cap).
+	ErrMemoryLimit = errors.New("wasmbox: memory limit reached")
+	// ErrPython: the program ended with an uncaught exception. Returned only when Config.ExceptionAsError is
+	// set; otherwise the exception is in Result.Exception and the error is nil.
+	ErrPython = errors.New("wasmbox: uncaught Python exception")
+	// ErrToolLimit: the program ended on ToolLimitExceeded (the run's hard max_tool_calls).
+	ErrToolLimit = errors.New("wasmbox: tool call limit reached")
+	// ErrInvalidConfig: a Config or Program field is out of range; the message names it.
+	ErrInvalidConfig = errors.New("wasmbox: invalid configuration")
+	// ErrInterpreter: the interpreter artifact is missing, corrupt or of another ABI version.
+	ErrInterpreter = errors.New("wasmbox: interpreter unavailable")
+	// ErrInternal: the engine failed (a trap that is not a memory limit, a host-side failure).
+	ErrInternal = errors.New("wasmbox: internal failure")
+	// ErrClosed: the Sandbox or Session was closed.
+	ErrClosed = errors.New("wasmbox: closed")
+	// ErrSessionBroken: a Session's interpreter was killed (hard deadline, trap, exit) and cannot be trusted;
+	// create a new Session.
+	ErrSessionBroken = errors.New("wasmbox: session interpreter is no longer usable")
+)
+
+// ErrorKind classifies a run failure (the CLI's error.kind).
+type ErrorKind string
+
+// Kinds of run failure.
+const (
+	KindPython    ErrorKind = "python"
+	KindTimeout   ErrorKind = "timeout"
+	KindMemory    ErrorKind = "memory"
+	KindOutput    ErrorKind = "output"
+	KindWorkspace ErrorKind = "workspace"
+	KindToolLimit ErrorKind = "tool_limit"
+	KindInternal  ErrorKind = "internal"
+)
+
+// RunError is the error of a failed run. It wraps a sentinel (ErrTimeout, ...) and the cause.
+type RunError struct {
+	Kind     ErrorKind
+	sentinel error
+	Cause    error
+}
+
+func (e *RunError) Error() string {
+	if e.Cause != nil {
+		return fmt.Sprintf("%v: %v", e.sentinel, e.Cause)
+	}
+	return e.sentinel.Error()
+}
+
+// Unwrap returns the sentinel and the cause.
+func (e *RunError) Unwrap() []error {
+	if e.Cause == nil {
+		return []error{e.sentinel}
+	}
+	return []error{e.sentinel, e.Cause}
+}
+
+func runError(kind ErrorKind, sentinel, cause error) *RunError {
+	return &RunError{Kind: kind, sentinel: sentinel, Cause: cause}
+}

@@ -1,0 +1,380 @@
+package wasmbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	mrand "math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/vfs"
+	"github.com/wasmbox/wasmbox/pyruntime/py"
+)
+
+// softGrace is how long Python-level code gets to unwind after the soft KeyboardInterrupt before the hard kill.
+const softGrace = 20 * time.Millisecond
+
+// guest is one live interpreter instance: fresh per Run, long-lived in a Session.
+type guest struct {
+	sb     *Sandbox
+	inst   engine.Instance
+	ws     *Workspace
+	tmp    *vfs.FS
+	stdout switchWriter
+	stderr switchWriter
+	stdin  switchReader
+	host   guestHost
+	broken error // set once the instance cannot be trusted (killed, trapped, exited)
+}
+
+// execState is the per-exec part of the host's state; it lives on the guest's goroutine only.
+type execState struct {
+	bridge      *hostfuncs.Bridge
+	softAt      time.Time
+	interrupted bool
+	exception   *PythonError
+}
+
+// guestHost serves the wasmbox_v1 imports for one guest.
+type guestHost struct {
+	g     *guest
+	state *execState
+	ctx   atomic.Pointer[context.Context] // the current exec's context, for Nanosleep
+}
+
+func (h *guestHost) currentCtx() context.Context {
+	if p := h.ctx.Load(); p != nil {
+		return *p
+	}
+	return context.Background()
+}
+
+// Tick runs on the guest's goroutine every hostfuncs.TickInterval loop iterations.
+func (h *guestHost) Tick(ctx context.Context) (int32, bool) {
+	if ctx.Err() == nil {
+		return hostfuncs.TickInterval, false
+	}
+	st := h.state
+	if st == nil {
+		return 0, true
+	}
+	st.interrupted = true
+	if st.softAt.IsZero() {
+		st.softAt = time.Now()
+		return -1000, false // soft: KeyboardInterrupt at the next eval-breaker check
+	}
+	if time.Since(st.softAt) > softGrace {
+		return 0, true // hard: C-level loops, or code that swallows KeyboardInterrupt
+	}
+	return 1000, false
+}
+
+type hostRequest struct {
+	Op        string          `json:"op"`
+	Name      string          `json:"name"`
+	Args      json.RawMessage `json:"args"`
+	Type      string          `json:"type"`
+	Message   string          `json:"message"`
+	Traceback string          `json:"traceback"`
+	Line      int             `json:"line"`
+}
+
+// Call handles one request of the guest. Tool calls arrive here too (hostfuncs).
+func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
+	var r hostRequest
+	if err := json.Unmarshal(req, &r); err != nil {
+		return hostfuncs.ErrorResponse("ABIError", "request is not valid JSON: "+err.Error()), true
+	}
+	switch r.Op {
+	case "exception":
+		if h.state != nil {
+			h.state.exception = &PythonError{Type: r.Type, Message: r.Message, Traceback: r.Traceback, Line: r.Line}
+		}
+		return []byte("null"), false
+	case "tool":
+		if h.state == nil || h.state.bridge == nil {
+			return hostfuncs.ErrorResponse("ToolDenied", "tools cannot be called while the interpreter is prepared"), true
+		}
+		return h.state.bridge.Call(ctx, r.Name, r.Args)
+	default:
+		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("unknown op %q", r.Op)), true
+	}
+}
+
+// newGuest instantiates the interpreter with a fresh /tmp and the given workspace, and initialises it.
+func (s *Sandbox) newGuest(ctx context.Context, ws *Workspace) (*guest, error) {
+	cfg := s.cfg
+	g := &guest{sb: s, ws: ws}
+	g.host.g = g
+	now := s.clock()
+	g.tmp = vfs.New(vfs.Limits{MaxBytes: cfg.WorkspaceBytes, MaxFiles: cfg.WorkspaceFiles}, vfs.WithClock(now.time))
+	ic := engine.InstanceConfig{
+		Stdin:  &g.stdin,
+		Stdout: &g.stdout,
+		Stderr: &g.stderr,
+		Mounts: []engine.Mount{
+			{GuestPath: guestRoot, FS: s.it.root},
+			{GuestPath: guestStdlib, FS: s.it.stdlib},
+			{GuestPath: guestZoneinfo, FS: s.it.zoneinfo},
+			{GuestPath: guestPackages, FS: s.it.packages},
+			{GuestPath: guestWorkspace, SysFS: ws.fs},
+			{GuestPath: guestTmp, SysFS: g.tmp},
+		},
+		Walltime:  now.walltime,
+		Nanotime:  now.nanotime,
+		Nanosleep: g.nanosleep,
+		Rand:      s.randSource(),
+		Memory:    engine.LimitedAllocator(uint64(cfg.MemoryLimit)),
+		Host:      &g.host,
+	}
+	inst, err := s.it.mod.Instantiate(ctx, ic)
+	if err != nil {
+		return nil, runError(KindInternal, ErrInternal, err)
+	}
+	g.inst = inst
+	// Initialisation output (there should be none) goes to a bounded buffer used in error messages.
+	initOut := newCapture(64<<10, nil)
+	g.stdout.set(initOut)
+	g.stderr.set(initOut)
+	fail := func(step string, err error) (*guest, error) {
+		_ = inst.Close(context.WithoutCancel(ctx))
+		if ctx.Err() != nil {
+			return nil, runError(KindTimeout, ErrTimeout, ctx.Err())
+		}
+		out, _ := initOut.result()
+		if err == nil {
+			err = errors.New(strings.TrimSpace(out))
+		}
+		return nil, runError(KindInternal, ErrInterpreter, fmt.Errorf("%s: %w", step, err))
+	}
+	st := &execState{}
+	g.host.state = st
+	g.host.ctx.Store(&ctx)
+	if _, err := inst.Call(ctx, hostfuncs.ExportInitialize); err != nil {
+		return fail("_initialize", err)
+	}
+	res, err := inst.Call(ctx, hostfuncs.ExportABIVersion)
+	if err != nil {
+		return fail("abi version", err)
+	}
+	if v := int32(res[0]); v != hostfuncs.ABIVersion {
+		return fail("abi version", fmt.Errorf("interpreter speaks ABI %d, host speaks %d", v, hostfuncs.ABIVersion))
+	}
+	if res, err := inst.Call(ctx, hostfuncs.ExportInit); err != nil || int32(res[0]) != 0 {
+		return fail("init", err)
+	}
+	prep := prepareSource(cfg.Preload, s.toolsModule)
+	if rc, err := g.callWithBytes(ctx, hostfuncs.ExportPrepare, []byte(prep)); err != nil || rc != 0 {
+		return fail("prepare", err)
+	}
+	g.host.state = nil
+	return g, nil
+}
+
+// prepareSource installs the run driver and pre-imports modules.
+func prepareSource(preload []string, toolsModule string) string {
+	var b strings.Builder
+	b.WriteString("import sys, types\n")
+	fmt.Fprintf(&b, "m = types.ModuleType('_wasmbox_boot')\nm.__file__ = '<wasmbox_boot>'\n")
+	fmt.Fprintf(&b, "exec(compile(%s, '<wasmbox_boot>', 'exec'), m.__dict__)\n", pyString(py.Boot))
+	b.WriteString("sys.modules['_wasmbox_boot'] = m\nm.install()\n")
+	fmt.Fprintf(&b, "t = types.ModuleType('tools')\nt.__file__ = '<wasmbox:tools>'\n")
+	fmt.Fprintf(&b, "exec(compile(%s, '<wasmbox:tools>', 'exec'), t.__dict__)\nsys.modules['tools'] = t\n", pyString(toolsModule))
+	b.WriteString("del m, t\n")
+	for _, mod := range preload {
+		fmt.Fprintf(&b, "import %s\n", mod)
+	}
+	b.WriteString("import gc\ngc.collect()\n")
+	return b.String()
+}
+
+// pyString quotes s as a Python string literal (JSON strings are valid Python literals).
+func pyString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// callWithBytes copies data into guest memory and calls fn(ptr, len).
+func (g *guest) callWithBytes(ctx context.Context, fn string, data []byte) (int32, error) {
+	res, err := g.inst.Call(ctx, hostfuncs.ExportAlloc, uint64(len(data)))
+	if err != nil {
+		return 0, err
+	}
+	ptr := uint32(res[0])
+	if ptr == 0 {
+		return 0, fmt.Errorf("guest could not allocate %d bytes", len(data))
+	}
+	if !g.inst.Write(ptr, data) {
+		return 0, fmt.Errorf("guest returned an invalid buffer")
+	}
+	res, err = g.inst.Call(ctx, fn, uint64(ptr), uint64(len(data)))
+	if err != nil {
+		return 0, err
+	}
+	if _, ferr := g.inst.Call(ctx, hostfuncs.ExportFree, uint64(ptr)); ferr != nil {
+		return 0, ferr
+	}
+	return int32(res[0]), nil
+}
+
+func (g *guest) nanosleep(ns int64) {
+	ctx := g.host.currentCtx()
+	if ns <= 0 {
+		return
+	}
+	t := time.NewTimer(time.Duration(ns))
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		if g.host.state != nil {
+			g.host.state.interrupted = true
+		}
+	}
+}
+
+func (g *guest) close(ctx context.Context) {
+	if g.inst != nil {
+		_ = g.inst.Close(context.WithoutCancel(ctx))
+		g.inst = nil
+	}
+}
+
+// execRequest is the JSON the run driver (_wasmbox_boot.run) reads.
+type execRequest struct {
+	Code     string            `json:"code"`
+	Filename string            `json:"filename"`
+	Argv     []string          `json:"argv"`
+	Env      map[string]string `json:"env"`
+	Session  bool              `json:"session,omitempty"`
+	Modules  map[string]string `json:"modules,omitempty"`
+}
+
+// exec runs one program in g. It returns a Result even when it also returns an error (partial output, the
+// traceback of an interrupted program).
+func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, error) {
+	cfg := g.sb.cfg
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
+	defer cancel()
+	stdout := newCapture(cfg.StdoutLimit, firstWriter(p.Stdout, cfg.Stdout))
+	stderr := newCapture(cfg.StderrLimit, firstWriter(p.Stderr, cfg.Stderr))
+	g.stdout.set(stdout)
+	g.stderr.set(stderr)
+	g.stdin.set(p.Stdin)
+	defer func() { g.stdout.set(nil); g.stderr.set(nil); g.stdin.set(nil) }()
+	st := &execState{bridge: hostfuncs.NewBridge(cfg.Tools, cfg.Gate.NewRun(""), governance.SourcePython)}
+	g.host.state = st
+	g.host.ctx.Store(&ctx)
+	defer func() { g.host.state = nil }()
+	g.ws.fs.Mark()
+
+	filename := p.Filename
+	if filename == "" {
+		filename = "<string>"
+	}
+	argv := p.Args
+	if len(argv) == 0 {
+		argv = []string{filename}
+	}
+	req, _ := json.Marshal(execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session})
+	rc, err := g.callWithBytes(ctx, hostfuncs.ExportExec, req)
+
+	res := &Result{ExitCode: int(rc), Exception: st.exception, Workspace: g.ws, ToolCalls: st.bridge.Calls(), RunID: st.bridge.RunID()}
+	res.Stdout, res.StdoutTruncated = stdout.result()
+	res.Stderr, res.StderrTruncated = stderr.result()
+	res.FilesChanged = g.ws.changes()
+	res.PeakMemory = engine.PeakMemory(g.inst)
+	res.Duration = time.Since(start)
+
+	var ee *engine.ExitError
+	switch {
+	case errors.Is(err, engine.ErrKilled):
+		g.broken = ErrSessionBroken
+		res.ExitCode = -1
+		return res, runError(KindTimeout, ErrTimeout, context.Cause(ctx))
+	case errors.As(err, &ee):
+		g.broken = ErrSessionBroken // os._exit: the interpreter is gone
+		res.ExitCode = int(ee.Code)
+		return res, nil
+	case err != nil:
+		g.broken = ErrSessionBroken
+		res.ExitCode = -1
+		if ctx.Err() != nil {
+			return res, runError(KindTimeout, ErrTimeout, ctx.Err())
+		}
+		if res.PeakMemory+(1<<20) >= uint64(cfg.MemoryLimit) {
+			return res, runError(KindMemory, ErrMemoryLimit, err)
+		}
+		return res, runError(KindInternal, ErrInternal, err)
+	}
+	if st.interrupted && ctx.Err() != nil {
+		return res, runError(KindTimeout, ErrTimeout, ctx.Err())
+	}
+	if res.Exception != nil {
+		if res.Exception.Type == "ToolLimitExceeded" {
+			return res, runError(KindToolLimit, ErrToolLimit, res.Exception)
+		}
+		if res.Exception.Type == "MemoryError" {
+			return res, runError(KindMemory, ErrMemoryLimit, res.Exception)
+		}
+		if cfg.ExceptionAsError {
+			return res, runError(KindPython, ErrPython, res.Exception)
+		}
+	}
+	return res, nil
+}
+
+func firstWriter(ws ...io.Writer) io.Writer {
+	for _, w := range ws {
+		if w != nil {
+			return w
+		}
+	}
+	return nil
+}
+
+// clock is one run's view of time.
+type clock struct {
+	time     func() time.Time
+	walltime func() (int64, int32)
+	nanotime func() int64
+}
+
+func (s *Sandbox) clock() clock {
+	if !s.cfg.Deterministic {
+		start := time.Now()
+		return clock{
+			time:     time.Now,
+			walltime: func() (int64, int32) { t := time.Now(); return t.Unix(), int32(t.Nanosecond()) },
+			nanotime: func() int64 { return int64(time.Since(start)) },
+		}
+	}
+	// A fake clock that advances 1 µs per reading: deterministic, and still monotonic for code that measures.
+	var ticks atomic.Int64
+	base := s.cfg.Time
+	cur := func() time.Time { return base.Add(time.Duration(ticks.Add(1)) * time.Microsecond) }
+	return clock{
+		time:     cur,
+		walltime: func() (int64, int32) { t := cur(); return t.Unix(), int32(t.Nanosecond()) },
+		nanotime: func() int64 { return int64(cur().Sub(base)) },
+	}
+}
+
+func (s *Sandbox) randSource() io.Reader {
+	if !s.cfg.Deterministic {
+		return rand.Reader
+	}
+	var seed [32]byte
+	binary.LittleEndian.PutUint64(seed[:], uint64(s.cfg.Seed))
+	return mrand.NewChaCha8(seed)
+}

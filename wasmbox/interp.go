@@ -1,0 +1,159 @@
+package wasmbox
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync"
+
+	"github.com/wasmbox/wasmbox/assets"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/zipfs"
+)
+
+// The fixed guest layout. The order of the mounts is part of the contract with a snapshot: WASI preopens live in
+// guest memory, so every instance must see the same mounts in the same order.
+const (
+	guestRoot      = "/"
+	guestStdlib    = "/usr/local/lib/python3.13"
+	guestZoneinfo  = "/usr/share/zoneinfo"
+	guestPackages  = "/packages"
+	guestWorkspace = "/workspace"
+	guestTmp       = "/tmp"
+)
+
+// interp is the compiled interpreter shared by every Sandbox of a process that uses the same artifact and cache.
+type interp struct {
+	eng      engine.Engine
+	mod      engine.Module
+	root     fs.FS
+	stdlib   fs.FS
+	zoneinfo fs.FS
+	packages fs.FS
+	sha256   string
+	info     string
+}
+
+type interpKey struct{ sha, cacheDir string }
+
+var (
+	interpMu    sync.Mutex
+	interpCache = map[interpKey]*interpEntry{}
+)
+
+type interpEntry struct {
+	once sync.Once
+	it   *interp
+	err  error
+}
+
+// loadInterp compiles the embedded interpreter once per process (per compile-cache directory).
+func loadInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) (*interp, error) {
+	if a == nil {
+		var err error
+		if a, err = assets.Load(); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+		}
+	}
+	if len(a.Wasm) == 0 || len(a.Stdlib) == 0 {
+		return nil, fmt.Errorf("%w: the interpreter has no wasm or no stdlib", ErrInterpreter)
+	}
+	key := interpKey{a.WasmSHA256, cacheDir}
+	interpMu.Lock()
+	e, ok := interpCache[key]
+	if !ok {
+		e = &interpEntry{}
+		interpCache[key] = e
+	}
+	interpMu.Unlock()
+	e.once.Do(func() { e.it, e.err = compileInterp(context.WithoutCancel(ctx), a, cacheDir) })
+	return e.it, e.err
+}
+
+func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) (*interp, error) {
+	if cacheDir != "" {
+		if err := os.MkdirAll(cacheDir, 0o700); err != nil {
+			cacheDir = "" // an unusable cache directory only costs time
+		}
+	}
+	eng, err := engine.NewWazero(ctx, engine.WazeroConfig{CacheDir: cacheDir})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+	}
+	mod, err := eng.Compile(ctx, a.Wasm)
+	if err != nil {
+		_ = eng.Close(ctx)
+		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+	}
+	have := map[string]bool{}
+	for _, n := range mod.ExportedFunctions() {
+		have[n] = true
+	}
+	for _, n := range []string{hostfuncs.ExportInitialize, hostfuncs.ExportABIVersion, hostfuncs.ExportInit,
+		hostfuncs.ExportPrepare, hostfuncs.ExportExec, hostfuncs.ExportAlloc, hostfuncs.ExportFree, hostfuncs.ExportInterrupt} {
+		if !have[n] {
+			_ = eng.Close(ctx)
+			return nil, fmt.Errorf("%w: the interpreter does not export %s", ErrInterpreter, n)
+		}
+	}
+	stdlib, err := zipFS(a.Stdlib)
+	if err != nil {
+		_ = eng.Close(ctx)
+		return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
+	}
+	tz, err := zipFS(a.TZData)
+	if err != nil {
+		_ = eng.Close(ctx)
+		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
+	}
+	return &interp{eng: eng, mod: mod, root: rootFS, stdlib: stdlib, zoneinfo: tz, packages: embed.FS{}, sha256: a.WasmSHA256, info: a.BuildInfo}, nil
+}
+
+func zipFS(b []byte) (fs.FS, error) {
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		return nil, err
+	}
+	return zipfs.New(zr)
+}
+
+// rootFS is the read-only "/" of the guest: only the directories the mounts hang from.
+var rootFS = func() fs.FS {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, d := range []string{"packages/", "tmp/", "usr/local/lib/python3.13/", "usr/share/zoneinfo/", "workspace/"} {
+		_, _ = zw.Create(d)
+	}
+	_ = zw.Close()
+	f, err := zipFS(buf.Bytes())
+	if err != nil {
+		panic(err) // a fixed, valid archive
+	}
+	return f
+}()
+
+// Precompile compiles the interpreter of cfg into the on-disk compilation cache (cfg.CacheDir, or the default),
+// then releases it: run it at image or install time so the first New of a process only loads the cache. It
+// always compiles or loads anew and neither uses nor fills the process-wide compiled interpreter.
+func Precompile(ctx context.Context, cfg Config) error {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return err
+	}
+	a := c.Interpreter
+	if a == nil {
+		if a, err = assets.Load(); err != nil {
+			return fmt.Errorf("%w: %w", ErrInterpreter, err)
+		}
+	}
+	it, err := compileInterp(ctx, a, c.CacheDir)
+	if err != nil {
+		return err
+	}
+	return it.eng.Close(ctx)
+}

@@ -1,0 +1,42 @@
+package wasmbox
+
+import (
+	"time"
+
+	"github.com/wasmbox/wasmbox/hostfuncs"
+)
+
+// Result is the outcome of one run. A Python exception is part of a Result (Exception), not a Go error, unless
+// Config.ExceptionAsError is set.
+type Result struct {
+	// Stdout and Stderr hold what the program wrote, up to the configured limits; when output was dropped they
+	// end with a "[wasmbox: output truncated: N more bytes dropped]" marker and the Truncated flag is set.
+	Stdout, Stderr                   string
+	StdoutTruncated, StderrTruncated bool
+	// ExitCode is the program's own: 0, 1 for an uncaught exception, n for sys.exit(n).
+	ExitCode int
+	// Exception is the uncaught exception, or nil.
+	Exception *PythonError
+	// Duration is the wall time of the run, interpreter start included.
+	Duration time.Duration
+	// PeakMemory is the largest size of guest linear memory during the run, in bytes.
+	PeakMemory uint64
+	// FilesChanged lists what the program created, modified or deleted in the workspace.
+	FilesChanged []FileChange
+	// ToolCalls lists every tool call of the run, allowed, denied or failed, in order.
+	ToolCalls []hostfuncs.ToolCall
+	// RunID identifies the run in the audit log.
+	RunID string
+	// Workspace is the run's workspace, to read files back or write them out.
+	Workspace *Workspace
+}
+
+// PythonError describes an uncaught Python exception.
+type PythonError struct {
+	Type      string `json:"type"`      // e.g. "ZeroDivisionError"
+	Message   string `json:"message"`   // str(exception)
+	Traceback string `json:"traceback"` // the text CPython prints
+	Line      int    `json:"line"`      // the line of the program where it was raised, 0 if unknown
+}
+
+func (e *PythonError) Error() string { return e.Type + ": " + e.Message }

@@ -1,0 +1,219 @@
+// Package wasmbox runs untrusted Python inside the host process: CPython 3.13 compiled to WebAssembly (WASI
+// preview 1), executed by wazero, with no access to host files, environment, network, processes or threads, and
+// with memory, time, output and workspace limits that are always on.
+//
+// Here's an example:
+//
+//	sb, err := wasmbox.New(ctx, wasmbox.Config{Timeout: 5 * time.Second})
+//	if err != nil { ... }
+//	defer sb.Close(ctx)
+//	res, err := sb.Run(ctx, "print(sum(range(10)))")
+//	// res.Stdout == "45\n"
+//
+// # Notes
+//
+//   - The interpreter is compiled once per process and cached on disk (Config.CacheDir); each Run gets a fresh
+//     instance with a fresh workspace and shares nothing with other runs. A Session keeps one interpreter alive
+//     for many Exec calls.
+//   - A deadline or a cancelled context stops any code, including C-level loops, within milliseconds: Python
+//     code first gets a KeyboardInterrupt (so Result has a traceback), then the instance is killed.
+//   - docs/THREAT_MODEL.md says what is and is not a security boundary.
+//
+// # Errors
+//
+// A Python exception is reported in Result.Exception, not as an error (unless Config.ExceptionAsError). Errors
+// wrap one of the sentinels in errors.go; timeouts also satisfy errors.Is(err, context.DeadlineExceeded).
+package wasmbox
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"sync/atomic"
+
+	"github.com/wasmbox/wasmbox/assets"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+)
+
+// Sandbox runs Python programs. It is safe for concurrent use; every Run is isolated from every other.
+type Sandbox struct {
+	cfg         Config
+	toolsModule string
+	it          *interp
+	closed      atomic.Bool
+	wg          sync.WaitGroup
+}
+
+// Program is one Run's input.
+type Program struct {
+	// Code is the Python source.
+	Code string
+	// Filename names the code in tracebacks; default "<string>".
+	Filename string
+	// Args become sys.argv (Args[0] is the program name); default [Filename].
+	Args []string
+	// Stdin is the program's standard input; nil means empty.
+	Stdin io.Reader
+	// Workspace is mounted at /workspace; nil means a fresh, empty one (returned in Result.Workspace). A
+	// Workspace passed here is changed in place; do not share it between concurrent runs.
+	Workspace *Workspace
+	// Stdout and Stderr stream output for this run (instead of Config.Stdout/Stderr).
+	Stdout, Stderr io.Writer
+}
+
+// New validates cfg and prepares the interpreter (compiled once per process).
+func New(ctx context.Context, cfg Config) (*Sandbox, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	it, err := loadInterp(ctx, c.Interpreter, c.CacheDir)
+	if err != nil {
+		return nil, err
+	}
+	c.Logger.Debug("sandbox ready", "interpreter_sha256", it.sha256, "memory_limit", c.MemoryLimit, "timeout", c.Timeout)
+	return &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule()}, nil
+}
+
+// Run runs code in a fresh interpreter with a fresh workspace.
+func (s *Sandbox) Run(ctx context.Context, code string) (*Result, error) {
+	return s.RunProgram(ctx, Program{Code: code})
+}
+
+// RunProgram runs one program in a fresh interpreter. The Result is non-nil whenever the program started, even
+// if an error (a timeout, say) is also returned.
+func (s *Sandbox) RunProgram(ctx context.Context, p Program) (*Result, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.wg.Done()
+	ws := p.Workspace
+	if ws == nil {
+		ws = newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, s.clock().time)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	g, err := s.newGuest(tctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close(ctx)
+	res, err := g.exec(tctx, p, false)
+	s.cfg.Logger.Debug("run finished", "exit_code", res.ExitCode, "duration", res.Duration, "error", err)
+	return res, err
+}
+
+func (s *Sandbox) enter() error {
+	if s.closed.Load() {
+		return ErrClosed
+	}
+	s.wg.Add(1)
+	if s.closed.Load() {
+		s.wg.Done()
+		return ErrClosed
+	}
+	return nil
+}
+
+// Close stops accepting runs and waits for running ones to finish (or for ctx). The compiled interpreter stays
+// cached for the process.
+func (s *Sandbox) Close(ctx context.Context) error {
+	s.closed.Store(true)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("wasmbox: close: %w", ctx.Err())
+	}
+}
+
+// Session keeps one interpreter alive across Exec calls: globals, imports and the workspace persist. Exec calls
+// are serialised. After a hard kill, a trap or os._exit the Session is broken (ErrSessionBroken).
+type Session struct {
+	sb *Sandbox
+	mu sync.Mutex
+	g  *guest
+}
+
+// NewSession starts an interpreter for step-by-step work. ws may be nil for a fresh workspace.
+func (s *Sandbox) NewSession(ctx context.Context, ws *Workspace) (*Session, error) {
+	if err := s.enter(); err != nil {
+		return nil, err
+	}
+	defer s.wg.Done()
+	if ws == nil {
+		ws = newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, s.clock().time)
+	}
+	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	g, err := s.newGuest(tctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{sb: s, g: g}, nil
+}
+
+// Exec runs code in the session's interpreter, with its own deadline and output.
+func (se *Session) Exec(ctx context.Context, code string) (*Result, error) {
+	return se.ExecProgram(ctx, Program{Code: code})
+}
+
+// ExecProgram is Exec with the options of Program (Workspace is ignored: the session's own is used).
+func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) {
+	if err := se.sb.enter(); err != nil {
+		return nil, err
+	}
+	defer se.sb.wg.Done()
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.g == nil {
+		return nil, ErrClosed
+	}
+	if se.g.broken != nil {
+		return nil, se.g.broken
+	}
+	return se.g.exec(ctx, p, true)
+}
+
+// Workspace returns the session's workspace.
+func (se *Session) Workspace() *Workspace {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.g == nil {
+		return nil
+	}
+	return se.g.ws
+}
+
+// Alive reports whether the session can still Exec.
+func (se *Session) Alive() bool {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	return se.g != nil && se.g.broken == nil
+}
+
+// Close releases the interpreter.
+func (se *Session) Close(ctx context.Context) error {
+	se.mu.Lock()
+	defer se.mu.Unlock()
+	if se.g != nil {
+		se.g.close(ctx)
+		se.g = nil
+	}
+	return nil
+}
+
+// Info describes the interpreter.
+type Info struct {
+	PythonVersion     string `json:"python_version"`
+	ABIVersion        int    `json:"abi_version"`
+	InterpreterSHA256 string `json:"interpreter_sha256"`
+}
+
+// Info returns the versions of the interpreter this Sandbox runs.
+func (s *Sandbox) Info() Info {
+	return Info{PythonVersion: assets.PythonVersion, ABIVersion: hostfuncs.ABIVersion, InterpreterSHA256: s.it.sha256}
+}

@@ -1,0 +1,6 @@
+# expect: contained
+try:
+    open("/etc/passwd").read()
+    print("ESCAPED")
+except OSError:
+    print("CONTAINED")

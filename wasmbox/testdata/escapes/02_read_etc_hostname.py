@@ -1,0 +1,3 @@
+# expect: contained
+import os
+print("ESCAPED" if os.path.exists("/etc/hostname") else "CONTAINED")

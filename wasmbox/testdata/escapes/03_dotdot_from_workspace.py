@@ -1,0 +1,7 @@
+# expect: contained
+import os
+try:
+    open("/workspace/../../etc/passwd").read()
+    print("ESCAPED")
+except OSError:
+    print("CONTAINED")

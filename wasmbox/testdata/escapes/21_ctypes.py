@@ -1,0 +1,7 @@
+# expect: contained
+try:
+    import ctypes
+    ctypes.CDLL(None)
+    print("ESCAPED")
+except (ImportError, OSError):
+    print("CONTAINED")

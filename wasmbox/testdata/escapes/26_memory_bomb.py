@@ -1,0 +1,2 @@
+# expect: memory
+x = bytearray(2**31 - 1)

@@ -1,0 +1,4 @@
+# expect: memory
+chunks = []
+while True:
+    chunks.append(bytearray(8 << 20))

@@ -1,0 +1,2 @@
+# expect: timeout
+sum(range(10**13))

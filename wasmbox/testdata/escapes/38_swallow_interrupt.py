@@ -1,0 +1,7 @@
+# expect: timeout
+while True:
+    try:
+        while True:
+            pass
+    except BaseException:
+        pass

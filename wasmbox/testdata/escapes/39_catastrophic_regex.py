@@ -1,0 +1,3 @@
+# expect: timeout
+import re
+re.match(r"(a+)+$", "a" * 64 + "!")

@@ -1,0 +1,2 @@
+# expect: timeout_or_memory
+x = 7 ** (10 ** 9)

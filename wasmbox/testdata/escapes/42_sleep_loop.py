@@ -1,0 +1,4 @@
+# expect: timeout
+import time
+while True:
+    time.sleep(0.01)

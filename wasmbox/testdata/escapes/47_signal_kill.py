@@ -1,0 +1,7 @@
+# expect: contained
+import os, signal
+try:
+    os.kill(1, signal.SIGKILL)
+    print("ESCAPED")
+except (AttributeError, OSError):
+    print("CONTAINED")

@@ -1,0 +1,3 @@
+# expect: exit
+import os
+os._exit(7)
