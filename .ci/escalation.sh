@@ -104,8 +104,7 @@ stop_all() {
 # --- 1. packages ---------------------------------------------------------------------------------------------
 install_packages() {
 	local need=()
-	command -v dockerd >/dev/null || need+=(docker.io)
-	[ -x /usr/bin/docker ] || need+=(docker.io)
+	{ command -v dockerd >/dev/null && [ -x /usr/bin/docker ]; } || need+=(docker.io)
 	command -v python3.11 >/dev/null || need+=(python3)
 	[ -d /usr/lib/python3/dist-packages/pip ] || need+=(python3-pip)
 	[ ${#need[@]} -eq 0 ] && return 0

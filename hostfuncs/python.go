@@ -78,7 +78,7 @@ def list_tools():
 func (r *Registry) PythonModule() string {
 	var b strings.Builder
 	b.WriteString(pyPrelude)
-	var listing []map[string]any
+	listing := []map[string]any{}
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, name := range r.order {

@@ -21,7 +21,12 @@ import (
 )
 
 // softGrace is how long Python-level code gets to unwind after the soft KeyboardInterrupt before the hard kill.
-const softGrace = 20 * time.Millisecond
+// Once the run driver reports that the program has stopped and it is formatting the traceback ("unwinding"), the
+// grace is extended once by unwindGrace; a program cannot extend it further.
+const (
+	softGrace   = 20 * time.Millisecond
+	unwindGrace = 250 * time.Millisecond
+)
 
 // guest is one live interpreter instance: fresh per Run, long-lived in a Session.
 type guest struct {
@@ -40,6 +45,8 @@ type guest struct {
 type execState struct {
 	bridge      *hostfuncs.Bridge
 	softAt      time.Time
+	grace       time.Duration
+	unwinding   bool
 	interrupted bool
 	exception   *PythonError
 }
@@ -70,9 +77,10 @@ func (h *guestHost) Tick(ctx context.Context) (int32, bool) {
 	st.interrupted = true
 	if st.softAt.IsZero() {
 		st.softAt = time.Now()
+		st.grace = softGrace
 		return -1000, false // soft: KeyboardInterrupt at the next eval-breaker check
 	}
-	if time.Since(st.softAt) > softGrace {
+	if time.Since(st.softAt) > st.grace {
 		return 0, true // hard: C-level loops, or code that swallows KeyboardInterrupt
 	}
 	return 1000, false
@@ -98,6 +106,16 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 	case "exception":
 		if h.state != nil {
 			h.state.exception = &PythonError{Type: r.Type, Message: r.Message, Traceback: r.Traceback, Line: r.Line}
+		}
+		return []byte("null"), false
+	case "unwinding":
+		// The driver caught the program's exception and is formatting it. One extension per exec, so a program
+		// that sends this itself gains at most unwindGrace.
+		if st := h.state; st != nil && !st.unwinding {
+			st.unwinding = true
+			if !st.softAt.IsZero() {
+				st.grace = time.Since(st.softAt) + unwindGrace
+			}
 		}
 		return []byte("null"), false
 	case "tool":

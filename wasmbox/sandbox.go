@@ -92,14 +92,13 @@ func (s *Sandbox) RunProgram(ctx context.Context, p Program) (*Result, error) {
 	if ws == nil {
 		ws = newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, s.clock().time)
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	g, err := s.newGuest(tctx, ws)
+	// Config.Timeout bounds the program (exec); starting the interpreter is bounded by ctx alone.
+	g, err := s.newGuest(ctx, ws)
 	if err != nil {
 		return nil, err
 	}
 	defer g.close(ctx)
-	res, err := g.exec(tctx, p, false)
+	res, err := g.exec(ctx, p, false)
 	s.cfg.Logger.Debug("run finished", "exit_code", res.ExitCode, "duration", res.Duration, "error", err)
 	return res, err
 }
@@ -147,9 +146,7 @@ func (s *Sandbox) NewSession(ctx context.Context, ws *Workspace) (*Session, erro
 	if ws == nil {
 		ws = newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, s.clock().time)
 	}
-	tctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
-	defer cancel()
-	g, err := s.newGuest(tctx, ws)
+	g, err := s.newGuest(ctx, ws)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -95,7 +96,7 @@ type jsonResult struct {
 	DurationMS   float64              `json:"duration_ms"`
 	Error        *jsonError           `json:"error"`
 	FilesChanged []wasmbox.FileChange `json:"files_changed"`
-	ToolCalls    []json.RawMessage    `json:"tool_calls"`
+	ToolCalls    []hostfuncs.ToolCall `json:"tool_calls"`
 }
 
 func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -220,7 +221,10 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if *asJSON {
 		out := jsonResult{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: exit,
 			DurationMS: float64(time.Since(start).Microseconds()) / 1000, Error: je,
-			FilesChanged: res.FilesChanged, ToolCalls: []json.RawMessage{}}
+			FilesChanged: res.FilesChanged, ToolCalls: res.ToolCalls}
+		if out.ToolCalls == nil {
+			out.ToolCalls = []hostfuncs.ToolCall{}
+		}
 		if out.FilesChanged == nil {
 			out.FilesChanged = []wasmbox.FileChange{}
 		}

@@ -1,4 +1,5 @@
 # expect: output
 import sys
-for _ in range(100000):
-    print("e" * 100, file=sys.stderr)
+block = ("e" * 99 + "\n") * 1000
+for _ in range(100):
+    sys.stderr.write(block)

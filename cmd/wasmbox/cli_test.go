@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := realMain(context.Background(), args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestRunExitCodes(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{[]string{"run", "-c", "print('hi')"}, 0, "hi\n"},
+		{[]string{"run", "-c", "1/0"}, 1, ""},
+		{[]string{"run", "-c", "import sys; sys.exit(7)"}, 7, ""},
+		{[]string{"run", "--timeout", "200ms", "-c", "while True: pass"}, 124, ""},
+		{[]string{"run"}, 2, ""},
+		{[]string{"run", "-c", "x", "file.py"}, 2, ""},
+		{[]string{"run", "--memory", "lots", "-c", "x"}, 2, ""},
+		{[]string{"run", "--memory", "1MiB", "-c", "x"}, 2, ""},
+		{[]string{"run", "--writeback", "-c", "x"}, 2, ""},
+		{[]string{"bogus"}, 2, ""},
+		{[]string{"run", "--env", "A=b", "-c", "import os; print(os.environ['A'])"}, 0, "b\n"},
+	} {
+		code, out, errs := cli(t, "", c.args...)
+		if code != c.code || (c.out != "" && out != c.out) {
+			t.Errorf("%v: exit %d stdout %q stderr %q; want %d %q", c.args, code, out, errs, c.code, c.out)
+		}
+	}
+}
+
+func TestRunStdinProgram(t *testing.T) {
+	code, out, _ := cli(t, "print(6*7)", "run", "-")
+	if code != 0 || out != "42\n" {
+		t.Errorf("exit %d stdout %q", code, out)
+	}
+}
+
+func TestRunJSON(t *testing.T) {
+	code, out, _ := cli(t, "", "run", "--json", "-c", "print('x')\nopen('f.txt','w').write('y')\nraise KeyError('k')")
+	if code != 1 {
+		t.Errorf("exit %d, want 1", code)
+	}
+	var v map[string]any
+	dec := json.NewDecoder(strings.NewReader(out))
+	if err := dec.Decode(&v); err != nil || dec.More() {
+		t.Fatalf("stdout is not exactly one JSON object: %v\n%s", err, out)
+	}
+	for _, k := range []string{"stdout", "stderr", "exit_code", "duration_ms", "error", "files_changed", "tool_calls"} {
+		if _, ok := v[k]; !ok {
+			t.Errorf("missing key %s", k)
+		}
+	}
+	e, _ := v["error"].(map[string]any)
+	if v["stdout"] != "x\n" || v["exit_code"] != 1.0 || e["kind"] != "python" || e["type"] != "KeyError" {
+		t.Errorf("got %v", v)
+	}
+	files, _ := v["files_changed"].([]any)
+	if len(files) != 1 || files[0].(map[string]any)["path"] != "f.txt" {
+		t.Errorf("files_changed %v", v["files_changed"])
+	}
+	code, out, _ = cli(t, "", "run", "--json", "--timeout", "200ms", "-c", "sum(range(10**13))")
+	if code != 124 || !strings.Contains(out, `"kind":"timeout"`) {
+		t.Errorf("timeout: exit %d %s", code, out)
+	}
+}
+
+func TestRunWorkspaceWriteback(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "in.txt"), []byte("data"), 0o644)
+	code, out, errs := cli(t, "", "run", "--workspace", dir, "-c", "print(open('in.txt').read())\nopen('out.txt','w').write('new')")
+	if code != 0 || out != "data\n" {
+		t.Fatalf("exit %d %q %q", code, out, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "out.txt")); err == nil {
+		t.Fatal("out.txt written back without --writeback")
+	}
+	code, _, errs = cli(t, "", "run", "--workspace", dir, "--writeback", "-c", "open('out.txt','w').write('new')")
+	if b, err := os.ReadFile(filepath.Join(dir, "out.txt")); code != 0 || string(b) != "new" {
+		t.Fatalf("writeback: exit %d, %q %v %s", code, b, err, errs)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	code, out, _ := cli(t, "", "version", "--json")
+	var v struct {
+		PythonVersion string `json:"python_version"`
+		ABIVersion    int    `json:"abi_version"`
+		SHA           string `json:"interpreter_sha256"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.PythonVersion != "3.13.5" || v.ABIVersion != 1 || len(v.SHA) != 64 {
+		t.Errorf("exit %d %q", code, out)
+	}
+}
