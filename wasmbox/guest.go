@@ -128,8 +128,8 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 	}
 }
 
-// newGuest instantiates the interpreter with a fresh /tmp and the given workspace, and initialises it.
-func (s *Sandbox) newGuest(ctx context.Context, ws *Workspace) (*guest, error) {
+// instantiate creates an instance of mod with a fresh /tmp and the given workspace, in the fixed mount layout.
+func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, mod engine.Module, mem engine.MemoryAllocator) (*guest, error) {
 	cfg := s.cfg
 	g := &guest{sb: s, ws: ws}
 	g.host.g = g
@@ -151,14 +151,35 @@ func (s *Sandbox) newGuest(ctx context.Context, ws *Workspace) (*guest, error) {
 		Nanotime:  now.nanotime,
 		Nanosleep: g.nanosleep,
 		Rand:      s.randSource(),
-		Memory:    engine.LimitedAllocator(uint64(cfg.MemoryLimit)),
+		Memory:    mem,
 		Host:      &g.host,
 	}
-	inst, err := s.it.mod.Instantiate(ctx, ic)
+	inst, err := mod.Instantiate(ctx, ic)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, runError(KindTimeout, ErrTimeout, ctx.Err())
+		}
 		return nil, runError(KindInternal, ErrInternal, err)
 	}
 	g.inst = inst
+	return g, nil
+}
+
+// newGuest starts a fresh interpreter from the sandbox's snapshot: no initialisation runs, the memory is a
+// copy-on-write view of the initialised interpreter's.
+func (s *Sandbox) newGuest(ctx context.Context, ws *Workspace) (*guest, error) {
+	return s.instantiate(ctx, ws, s.snap.mod, s.snap.image.Allocator(uint64(s.cfg.MemoryLimit)))
+}
+
+// initGuest instantiates the original interpreter and initialises it (init + prepare): the state a snapshot
+// captures.
+func (s *Sandbox) initGuest(ctx context.Context) (*guest, error) {
+	g, err := s.instantiate(ctx, newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, nil), s.it.mod,
+		engine.LimitedAllocator(uint64(s.cfg.MemoryLimit)))
+	if err != nil {
+		return nil, err
+	}
+	inst := g.inst
 	// Initialisation output (there should be none) goes to a bounded buffer used in error messages.
 	initOut := newCapture(64<<10, nil)
 	g.stdout.set(initOut)
@@ -190,11 +211,13 @@ func (s *Sandbox) newGuest(ctx context.Context, ws *Workspace) (*guest, error) {
 	if res, err := inst.Call(ctx, hostfuncs.ExportInit); err != nil || int32(res[0]) != 0 {
 		return fail("init", err)
 	}
-	prep := prepareSource(cfg.Preload, s.toolsModule)
+	prep := prepareSource(s.cfg.Preload, s.toolsModule)
 	if rc, err := g.callWithBytes(ctx, hostfuncs.ExportPrepare, []byte(prep)); err != nil || rc != 0 {
 		return fail("prepare", err)
 	}
 	g.host.state = nil
+	g.stdout.set(nil)
+	g.stderr.set(nil)
 	return g, nil
 }
 
@@ -211,7 +234,9 @@ func prepareSource(preload []string, toolsModule string) string {
 	for _, mod := range preload {
 		fmt.Fprintf(&b, "import %s\n", mod)
 	}
-	b.WriteString("import gc\ngc.collect()\n")
+	// Flush stdio and freeze the heap: full collections in a run then skip the snapshot's objects instead of
+	// touching (and copying) every page of it.
+	b.WriteString("import gc\ngc.collect()\ngc.freeze()\nsys.stdout.flush()\nsys.stderr.flush()\n")
 	return b.String()
 }
 

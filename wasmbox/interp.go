@@ -37,6 +37,10 @@ type interp struct {
 	packages fs.FS
 	sha256   string
 	info     string
+	wasm     []byte
+
+	snapMu   sync.Mutex
+	snapMods map[uint64]engine.Module
 }
 
 type interpKey struct{ sha, cacheDir string }
@@ -111,7 +115,7 @@ func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) 
 		_ = eng.Close(ctx)
 		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
 	}
-	return &interp{eng: eng, mod: mod, root: rootFS, stdlib: stdlib, zoneinfo: tz, packages: embed.FS{}, sha256: a.WasmSHA256, info: a.BuildInfo}, nil
+	return &interp{eng: eng, mod: mod, root: rootFS, stdlib: stdlib, zoneinfo: tz, packages: embed.FS{}, sha256: a.WasmSHA256, info: a.BuildInfo, wasm: a.Wasm}, nil
 }
 
 func zipFS(b []byte) (fs.FS, error) {

@@ -38,10 +38,12 @@ import (
 
 // Sandbox runs Python programs. It is safe for concurrent use; every Run is isolated from every other.
 type Sandbox struct {
+	snap        *snapshot
 	cfg         Config
 	toolsModule string
 	it          *interp
 	closed      atomic.Bool
+	closeOnce   atomic.Bool
 	wg          sync.WaitGroup
 }
 
@@ -73,7 +75,11 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	c.Logger.Debug("sandbox ready", "interpreter_sha256", it.sha256, "memory_limit", c.MemoryLimit, "timeout", c.Timeout)
-	return &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule()}, nil
+	s := &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule()}
+	if s.snap, err = s.takeSnapshot(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 // Run runs code in a fresh interpreter with a fresh workspace.
@@ -123,6 +129,9 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	go func() { s.wg.Wait(); close(done) }()
 	select {
 	case <-done:
+		if s.closeOnce.CompareAndSwap(false, true) {
+			return s.snap.image.Close() // live Sessions keep their own mappings
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("wasmbox: close: %w", ctx.Err())

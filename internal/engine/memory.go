@@ -41,6 +41,7 @@ func (m *sliceMemory) Reallocate(size uint64) []byte {
 	if size > m.max {
 		return nil
 	}
+	size = max(size, uint64(len(m.buf))) // never shrinks; an image's memory starts at the image's size
 	if size > uint64(cap(m.buf)) {
 		nb := make([]byte, size, min(m.max, max(size, 2*uint64(cap(m.buf)))))
 		copy(nb, m.buf)
@@ -53,3 +54,40 @@ func (m *sliceMemory) Reallocate(size uint64) []byte {
 
 func (m *sliceMemory) Free()        { m.buf = nil }
 func (m *sliceMemory) Peak() uint64 { return m.peak }
+
+// Image is a captured linear memory that new instances start from (the snapshot of an initialised
+// interpreter). On Linux it lives in a memfd mapped copy-on-write into each instance; elsewhere it is copied.
+type Image interface {
+	// Allocator supplies memories that start as a copy of the image and may grow to limit bytes.
+	Allocator(limit uint64) MemoryAllocator
+	// Size is the image's size in bytes.
+	Size() uint64
+	// Close releases the image; memories already allocated stay valid.
+	Close() error
+}
+
+// NewImage captures mem (copied; the caller may reuse it).
+func NewImage(mem []byte) (Image, error) { return newImage(mem) }
+
+type allocatorFunc func(max uint64) LinearMemory
+
+func (f allocatorFunc) Allocate(max uint64) LinearMemory { return f(max) }
+
+// copyImage is the portable image: every memory is a fresh copy.
+type copyImage struct{ mem []byte }
+
+func newCopyImage(mem []byte) *copyImage { return &copyImage{mem: append([]byte(nil), mem...)} }
+
+func (c *copyImage) Size() uint64 { return uint64(len(c.mem)) }
+func (c *copyImage) Close() error { return nil }
+
+func (c *copyImage) Allocator(limit uint64) MemoryAllocator {
+	return allocatorFunc(func(max uint64) LinearMemory {
+		if max == 0 || max > limit {
+			max = limit
+		}
+		m := &sliceMemory{max: max, buf: append(make([]byte, 0, len(c.mem)), c.mem...)}
+		m.peak = uint64(len(m.buf))
+		return m
+	})
+}

@@ -3,3 +3,5 @@
 package engine
 
 func newLinearMemory(max uint64) LinearMemory { return &sliceMemory{max: max} }
+
+func newImage(mem []byte) (Image, error) { return newCopyImage(mem), nil }

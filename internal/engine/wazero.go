@@ -232,15 +232,13 @@ func PeakMemory(inst Instance) uint64 {
 	return uint64(inst.MemorySize())
 }
 
+// Close closes the module; the runtime frees its memory (LinearMemory.Free).
 func (i *wazeroInstance) Close(ctx context.Context) error {
-	var err error
-	if i.mod != nil {
-		err = i.mod.Close(ctx)
+	if i.mod == nil {
+		return nil
 	}
-	if i.mem != nil {
-		i.mem.Free()
-		i.mem = nil
-	}
+	err := i.mod.Close(ctx)
+	i.mod = nil
 	return err
 }
 

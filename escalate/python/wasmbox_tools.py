@@ -1,0 +1,156 @@
+"""Tools from inside an escalated wasmbox container.
+
+The same calls as the wasm sandbox's ``tools`` module: every call goes to the host over a unix socket
+(/run/wasmbox/tools.sock, mounted read-only; the container has no network), where the host's governance Gate
+decides, runs the tool and audits it::
+
+    import wasmbox_tools as tools
+    rows = tools.call("search", query="gVisor", limit=3)
+    rows = tools.search(query="gVisor", limit=3)  # the same call
+
+Errors raise the same exception classes as the wasm sandbox's ``tools`` module, all subclasses of ToolException:
+
+    ToolDenied         the call did not run: ApprovalDenied (ApprovalTimeout), BudgetExceeded, ToolLimitExceeded
+    ToolError          the call ran, or was refused as malformed, and failed: InvalidToolArguments, UnknownTool
+    ProtocolError      the host could not be reached or answered something unreadable
+
+Pure Python, standard library only; one connection per process, calls are serialised.
+"""
+
+import json
+import os
+import socket
+import threading
+
+__all__ = [
+    "call", "ToolException", "ToolDenied", "ApprovalDenied", "ApprovalTimeout", "BudgetExceeded",
+    "ToolLimitExceeded", "ToolError", "InvalidToolArguments", "UnknownTool", "ProtocolError",
+]
+
+PROTOCOL_VERSION = 1
+SOCKET = os.environ.get("WASMBOX_TOOLS_SOCKET", "/run/wasmbox/tools.sock")
+_MAX_RESPONSE = 16 << 20
+
+
+class ToolException(Exception):
+    """Base class of every error of a tool call. ``type`` is the host's error type, ``tool`` the tool's name."""
+
+    def __init__(self, message, tool=None, type=None):
+        super().__init__(message)
+        self.message = message
+        self.tool = tool
+        self.type = type or self.__class__.__name__
+
+
+class ToolDenied(ToolException):
+    """The host's policy refused the call; the tool did not run."""
+
+
+class ApprovalDenied(ToolDenied):
+    """The call needed approval and was refused."""
+
+
+class ApprovalTimeout(ApprovalDenied):
+    """The call needed approval and none came in time."""
+
+
+class BudgetExceeded(ToolDenied):
+    """A budget of the run would be exceeded; the tool did not run."""
+
+
+class ToolLimitExceeded(ToolDenied):
+    """The run's hard limit on tool calls is reached; no further call will run."""
+
+
+class ToolError(ToolException):
+    """The tool ran and failed; the message is the tool's."""
+
+
+class InvalidToolArguments(ToolError, TypeError):
+    """The arguments do not match the tool's parameters."""
+
+
+class UnknownTool(ToolError, AttributeError):
+    """No tool has this name."""
+
+
+class ProtocolError(ToolException):
+    """The host could not be reached or its answer could not be read."""
+
+
+_TYPES = {c.__name__: c for c in (ToolException, ToolDenied, ApprovalDenied, ApprovalTimeout, BudgetExceeded,
+                                   ToolLimitExceeded, ToolError, InvalidToolArguments, UnknownTool, ProtocolError)}
+
+_lock = threading.Lock()
+_conn = None
+_next_id = 0
+
+
+def _connect():
+    global _conn
+    if _conn is None:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            s.connect(SOCKET)
+        except OSError as e:
+            s.close()
+            raise ProtocolError("cannot reach the tool socket %s: %s" % (SOCKET, e)) from None
+        _conn = (s, s.makefile("rb"))
+    return _conn
+
+
+def _request(line):
+    """Sends one request line and returns the decoded response object (the caller holds _lock)."""
+    global _conn
+    s, r = _connect()
+    try:
+        s.sendall(line.encode() + b"\n")
+        line = r.readline(_MAX_RESPONSE + 1)
+    except OSError as e:
+        _conn = None
+        raise ProtocolError("tool socket: %s" % e) from None
+    if not line.endswith(b"\n"):
+        _conn = None
+        raise ProtocolError("tool socket closed or response too large")
+    try:
+        return json.loads(line)
+    except ValueError:
+        _conn = None
+        raise ProtocolError("unreadable response from the host") from None
+
+
+def call(tool, _args=None, /, **kwargs):
+    """Calls a tool on the host with keyword arguments (or one dict) and returns its decoded JSON result."""
+    global _next_id
+    if not isinstance(tool, str) or not tool:
+        raise TypeError("tool name must be a non-empty string")
+    if _args is not None:
+        if not isinstance(_args, dict) or kwargs:
+            raise InvalidToolArguments("pass the arguments as keywords or as one dict", tool)
+        kwargs = _args
+    with _lock:
+        _next_id += 1
+        try:
+            line = json.dumps({"v": PROTOCOL_VERSION, "id": _next_id, "op": "call", "tool": tool, "args": kwargs},
+                              separators=(",", ":"))
+        except (TypeError, ValueError) as e:
+            raise InvalidToolArguments("%s: arguments are not JSON-serialisable: %s" % (tool, e), tool) from None
+        resp = _request(line)
+    if resp.get("ok"):
+        return resp.get("result")
+    err = resp.get("error") or {}
+    typ = err.get("type") or "ToolError"
+    raise _TYPES.get(typ, ToolError)(err.get("message", ""), tool=tool, type=typ)
+
+
+def __getattr__(name):
+    # tools.search(query=...) is tools.call("search", query=...).
+    if name.startswith("__"):
+        raise AttributeError(name)
+
+    def tool(_args=None, /, **kwargs):
+        return call(name, _args, **kwargs)
+
+    tool.__name__ = tool.__qualname__ = name
+    tool.__doc__ = "Calls the host tool %r (see wasmbox_tools.call)." % name
+    return tool

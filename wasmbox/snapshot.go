@@ -1,0 +1,72 @@
+package wasmbox
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/wasmbin"
+)
+
+// snapshot is an initialised interpreter every run starts from: the memory image after init + prepare, and a
+// module rewritten to start from it (no data segments, no _initialize).
+type snapshot struct {
+	mod   engine.Module
+	image engine.Image
+}
+
+// takeSnapshot initialises an interpreter with the sandbox's configuration (driver, tools module, preloads,
+// randomness) and captures it.
+func (s *Sandbox) takeSnapshot(ctx context.Context) (*snapshot, error) {
+	g, err := s.initGuest(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer g.close(ctx)
+	sp, ok := g.inst.Global(hostfuncs.ExportStackPtr)
+	if !ok {
+		return nil, fmt.Errorf("%w: the interpreter does not export %s", ErrInterpreter, hostfuncs.ExportStackPtr)
+	}
+	mem := g.inst.MemoryBytes()
+	if uint64(len(mem)) > uint64(s.cfg.MemoryLimit) {
+		return nil, fmt.Errorf("%w: MemoryLimit %d is below the initialised interpreter's %d bytes", ErrInvalidConfig, s.cfg.MemoryLimit, len(mem))
+	}
+	image, err := engine.NewImage(mem)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInternal, err)
+	}
+	mod, err := s.it.snapshotModule(ctx, sp)
+	if err != nil {
+		_ = image.Close()
+		return nil, err
+	}
+	return &snapshot{mod: mod, image: image}, nil
+}
+
+// snapshotModule compiles, once per stack pointer value (in practice once), the interpreter rewritten to start
+// from a snapshot. Its bytes do not depend on the snapshot's contents or size (the memory allocator supplies
+// the image and its size), so it is compiled once and hits the on-disk cache in later processes.
+func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module, error) {
+	it.snapMu.Lock()
+	defer it.snapMu.Unlock()
+	if m, ok := it.snapMods[sp]; ok {
+		return m, nil
+	}
+	wasm, err := wasmbin.RewriteForSnapshot(it.wasm, map[string]uint64{
+		hostfuncs.ExportStackPtr: sp,
+		hostfuncs.ExportFuel:     hostfuncs.TickInterval,
+	}, 0, []string{hostfuncs.ExportInitialize})
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
+	}
+	m, err := it.eng.Compile(context.WithoutCancel(ctx), wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
+	}
+	if it.snapMods == nil {
+		it.snapMods = map[uint64]engine.Module{}
+	}
+	it.snapMods[sp] = m
+	return m, nil
+}
