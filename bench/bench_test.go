@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 
 	"github.com/wasmbox/wasmbox/assets/uninstrumented"
+	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -87,4 +89,32 @@ func noDeadline(b *testing.B) wasmbox.Config {
 		b.Fatal(err)
 	}
 	return wasmbox.Config{Interpreter: it}
+}
+
+// BenchmarkToolCall is the round trip of one tool call from Python through the Gate (P5): 10,000 calls per run,
+// reported as µs per call, with an in-memory audit and with a hash-chained file audit.
+func BenchmarkToolCall(b *testing.B) {
+	file, err := governance.OpenAuditFile(filepath.Join(b.TempDir(), "audit.jsonl"), governance.JSONLConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer file.Close()
+	for name, aud := range map[string]governance.Auditor{"memory": &governance.MemoryAuditor{Limit: 1000}, "file": file} {
+		b.Run(name, func(b *testing.B) {
+			sb, err := ToolSandbox(context.Background(), aud, 20_000)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer sb.Close(context.Background())
+			var total float64
+			for b.Loop() {
+				us, err := ToolCallMicros(context.Background(), sb, 10_000)
+				if err != nil {
+					b.Fatal(err)
+				}
+				total += us
+			}
+			b.ReportMetric(total/float64(b.N), "µs/call")
+		})
+	}
 }

@@ -1,6 +1,7 @@
 package wasmbox
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -98,6 +99,19 @@ type hostRequest struct {
 
 // Call handles one request of the guest. Tool calls arrive here too (hostfuncs).
 func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
+	if len(req) > 0 && req[0] == 'T' { // the tool fast path: "T" name "\n" arguments
+		name, args, ok := bytes.Cut(req[1:], []byte("\n"))
+		if !ok {
+			return hostfuncs.ErrorResponse("ABIError", "tool request without a newline after the name"), true
+		}
+		if h.state == nil || h.state.bridge == nil {
+			return hostfuncs.ErrorResponse("ToolDenied", "tools cannot be called while the interpreter is prepared"), true
+		}
+		if !json.Valid(args) {
+			return hostfuncs.ErrorResponse("InvalidToolArguments", "arguments are not valid JSON"), true
+		}
+		return h.state.bridge.Call(ctx, string(name), args)
+	}
 	var r hostRequest
 	if err := json.Unmarshal(req, &r); err != nil {
 		return hostfuncs.ErrorResponse("ABIError", "request is not valid JSON: "+err.Error()), true

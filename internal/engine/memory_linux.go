@@ -85,6 +85,7 @@ func (m *mmapMemory) Peak() uint64 { return m.peak }
 type cowImage struct {
 	fd   int
 	size uint64
+	src  []byte // the memfd mapped shared and read-only: where resets copy pages from
 
 	mu     sync.Mutex
 	closed bool
@@ -111,7 +112,14 @@ func newImage(mem []byte) (Image, error) {
 		}
 		off += n
 	}
-	return &cowImage{fd: fd, size: uint64(len(mem)), pool: map[uint64][]*mmapMemory{}}, nil
+	c := &cowImage{fd: fd, size: uint64(len(mem)), pool: map[uint64][]*mmapMemory{}}
+	if len(mem) > 0 {
+		if c.src, err = unix.Mmap(fd, 0, len(mem), unix.PROT_READ, unix.MAP_SHARED); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("engine: snapshot memfd: %w", err)
+		}
+	}
+	return c, nil
 }
 
 func (c *cowImage) Size() uint64 { return c.size }
@@ -206,9 +214,7 @@ func (c *cowImage) reset(m *mmapMemory) error {
 			present, swapped, fileOrShared := e&(1<<63) != 0, e&(1<<62) != 0, e&(1<<61) != 0
 			if (present || swapped) && !fileOrShared {
 				off := (first + i) * page
-				if _, err := unix.Pread(c.fd, m.region[off:off+page], int64(off)); err != nil {
-					return err
-				}
+				copy(m.region[off:off+page], c.src[off:off+page])
 			}
 		}
 	}
@@ -228,6 +234,10 @@ func (c *cowImage) Close() error {
 		}
 	}
 	c.pool = nil
+	if c.src != nil {
+		_ = unix.Munmap(c.src)
+		c.src = nil
+	}
 	return unix.Close(c.fd)
 }
 

@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/wasmbox"
+)
+
+// ToolCalls is the W3 program: n calls of a trivial tool from Python, timed inside the guest (seconds).
+func ToolCalls(n int) string {
+	return fmt.Sprintf(`import time, tools
+t0 = time.perf_counter()
+for i in range(%d):
+    tools.echo(i)
+print(time.perf_counter() - t0)
+`, n)
+}
+
+// ToolSandbox returns a sandbox with one read-only tool, echo(x), behind an allow-all gate auditing to auditor.
+func ToolSandbox(ctx context.Context, auditor governance.Auditor, maxCalls int64) (*wasmbox.Sandbox, error) {
+	echo := hostfuncs.Tool{
+		Name:       "echo",
+		Effect:     governance.ReadOnly,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`),
+		Handler:    func(_ context.Context, a json.RawMessage) (json.RawMessage, error) { return a, nil },
+	}
+	gate, err := governance.NewGate(governance.GateConfig{
+		Policy:  governance.AllowAllPolicy{},
+		Auditor: auditor,
+		Limits:  governance.Limits{MaxToolCalls: maxCalls},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return wasmbox.New(ctx, wasmbox.Config{Tools: hostfuncs.NewRegistry().MustRegister(echo), Gate: gate})
+}
+
+// ToolCallMicros runs n calls and returns the in-guest time per call in µs.
+func ToolCallMicros(ctx context.Context, sb *wasmbox.Sandbox, n int) (float64, error) {
+	res, err := sb.Run(ctx, ToolCalls(n))
+	if err != nil {
+		return 0, err
+	}
+	if res.Exception != nil {
+		return 0, fmt.Errorf("%s", res.Exception.Traceback)
+	}
+	s, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
+	if err != nil {
+		return 0, err
+	}
+	return s * 1e6 / float64(n), nil
+}
