@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 )
@@ -64,8 +65,8 @@ func Verify() error {
 	return err
 }
 
-func readVerified(fsys embed.FS) (map[string][]byte, error) {
-	sums, err := fsys.ReadFile("SHA256SUMS")
+func readVerified(fsys fs.FS) (map[string][]byte, error) {
+	sums, err := fs.ReadFile(fsys, "SHA256SUMS")
 	if err != nil {
 		return nil, fmt.Errorf("assets: %w", err)
 	}
@@ -80,7 +81,7 @@ func readVerified(fsys embed.FS) (map[string][]byte, error) {
 		if strings.Contains(name, "/") {
 			continue // a file of a sub-package (uninstrumented/), verified there
 		}
-		data, err := fsys.ReadFile(name)
+		data, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, fmt.Errorf("assets: %s: %w", name, err)
 		}
@@ -98,7 +99,7 @@ func readVerified(fsys embed.FS) (map[string][]byte, error) {
 	return out, nil
 }
 
-func load(fsys embed.FS) (*Interpreter, error) {
+func load(fsys fs.FS) (*Interpreter, error) {
 	m, err := readVerified(fsys)
 	if err != nil {
 		return nil, err

@@ -325,3 +325,20 @@ except TypeError:
 		t.Errorf("got %q, want %q; stderr %s", res.Stdout, want, tail(res.Stderr))
 	}
 }
+
+// G9: two runs from one snapshot do not share randomness or temporary names (the snapshot froze the state
+// these derive from; each run reseeds).
+func TestG9SnapshotRunsDiffer(t *testing.T) {
+	sb := newSandbox(t, wasmbox.Config{})
+	code := "import random, os, tempfile\nprint(random.random(), os.urandom(8).hex(), tempfile.mktemp(), random.Random().random())"
+	a, b := run(t, sb, code).Stdout, run(t, sb, code).Stdout
+	fa, fb := strings.Fields(a), strings.Fields(b)
+	if len(fa) != 4 || len(fb) != 4 {
+		t.Fatalf("outputs %q %q", a, b)
+	}
+	for i := range fa {
+		if fa[i] == fb[i] {
+			t.Errorf("field %d is the same in two runs: %s", i, fa[i])
+		}
+	}
+}

@@ -85,6 +85,15 @@ func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) 
 			cacheDir = "" // an unusable cache directory only costs time
 		}
 	}
+	// The zips first: a broken artifact fails before seconds of compilation.
+	stdlib, err := zipFS(a.Stdlib)
+	if err != nil {
+		return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
+	}
+	tz, err := zipFS(a.TZData)
+	if err != nil {
+		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
+	}
 	eng, err := engine.NewWazero(ctx, engine.WazeroConfig{CacheDir: cacheDir})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
@@ -104,16 +113,6 @@ func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) 
 			_ = eng.Close(ctx)
 			return nil, fmt.Errorf("%w: the interpreter does not export %s", ErrInterpreter, n)
 		}
-	}
-	stdlib, err := zipFS(a.Stdlib)
-	if err != nil {
-		_ = eng.Close(ctx)
-		return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
-	}
-	tz, err := zipFS(a.TZData)
-	if err != nil {
-		_ = eng.Close(ctx)
-		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
 	}
 	return &interp{eng: eng, mod: mod, root: rootFS, stdlib: stdlib, zoneinfo: tz, packages: embed.FS{}, sha256: a.WasmSHA256, info: a.BuildInfo, wasm: a.Wasm}, nil
 }
