@@ -44,11 +44,14 @@ type Host interface {
 	Tick(ctx context.Context) (next int32, kill bool)
 }
 
-// Mount is one directory the guest sees. Exactly one of FS (read-only) and SysFS (read-write) is set.
+// Mount is one directory the guest sees. Exactly one of FS (read-only) and SysFS (read-write unless ReadOnly)
+// is set.
 type Mount struct {
 	GuestPath string
 	FS        fs.FS
 	SysFS     experimentalsys.FS
+	// ReadOnly makes a SysFS mount read-only for the guest (the host may still change it).
+	ReadOnly bool
 }
 
 // InstanceConfig is everything an instance sees of the outside world. Zero values deny: no input, output

@@ -99,10 +99,12 @@ func (m *wazeroModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Ins
 	fsc := wazero.NewFSConfig()
 	var quotaFS []*vfs.FS
 	for _, mt := range cfg.Mounts {
-		if v, ok := mt.SysFS.(*vfs.FS); ok {
+		if v, ok := mt.SysFS.(*vfs.FS); ok && !mt.ReadOnly {
 			quotaFS = append(quotaFS, v)
 		}
 		switch {
+		case mt.SysFS != nil && mt.ReadOnly:
+			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(&sysfs.ReadFS{FS: mt.SysFS}, mt.GuestPath)
 		case mt.SysFS != nil:
 			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(mt.SysFS, mt.GuestPath)
 		case mt.FS != nil:

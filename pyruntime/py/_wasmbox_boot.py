@@ -8,6 +8,9 @@ printed to stderr the way CPython does.
 import sys
 import os
 import json
+import traceback
+import linecache
+import types
 import _wasmbox
 
 _persist = {}  # session state: the __main__ namespace kept between execs of one Session
@@ -84,7 +87,6 @@ def _reset(req):
 
 
 def _main_module(req):
-    import types
     if req.get("session"):
         ns = _persist.get("main")
         if ns is None:
@@ -103,7 +105,6 @@ def _main_module(req):
 
 
 def _exc_report(exc, filename):
-    import traceback
     # Drop the driver's own frames: the traceback starts at the program, as with `python file.py`.
     t = exc.__traceback__
     while t is not None and t.tb_frame.f_code.co_filename == "<wasmbox_boot>":
@@ -153,6 +154,7 @@ def run(raw):
             print(c, file=sys.stderr)
             exit_code = 1
     except BaseException as e:  # noqa: B902 - everything the program raised ends the run
+        _host("unwinding")
         report = _exc_report(e, filename)
         try:
             sys.stderr.write(report["traceback"])
