@@ -41,12 +41,12 @@ func New() *Shop {
 }
 
 type orderID struct {
-	OrderID string `json:"order_id" jsonschema:"description=the order id, e.g. A-1001"`
+	OrderID string `json:"order_id" jsonschema:"description=the order id (e.g. A-1001)"`
 }
 
 type refundArgs struct {
 	OrderID string  `json:"order_id" jsonschema:"description=the order to refund"`
-	Amount  float64 `json:"amount" jsonschema:"description=the amount to refund, at most the order's amount"`
+	Amount  float64 `json:"amount" jsonschema:"description=the amount to refund (at most the order amount)"`
 }
 
 // Tools returns list_orders and get_order (read-only) and issue_refund (irreversible: needs approval).

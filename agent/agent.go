@@ -1,0 +1,540 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tmc/langchaingo/llms"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/wasmbox"
+)
+
+// Agent is a code-action agent: the model answers a task by writing Python programs that call the tools, the
+// sandbox runs them, and the answer comes from final_answer(value). An Agent is safe for concurrent use; every
+// Run has its own interpreter session and workspace.
+type Agent struct {
+	model  llms.Model
+	sb     *wasmbox.Sandbox
+	gate   *governance.Gate
+	tools  *hostfuncs.Registry
+	opts   options
+	system string
+}
+
+// New creates an agent over model with a sandbox built from cfg. cfg.Tools are the tools the programs may call
+// (shown to the model as Python stubs with their docstrings) and cfg.Gate governs every call; a nil Gate is
+// wasmbox.DefaultGate() (read-only and mutating tools allowed, irreversible ones denied). The agent keeps that
+// one Gate for everything it runs, including the Toolkit from NewToolkit.
+func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Option) (*Agent, error) {
+	if model == nil {
+		return nil, fmt.Errorf("%w: model is nil", ErrInvalidOption)
+	}
+	o, err := applyOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Gate == nil {
+		if cfg.Gate, err = wasmbox.DefaultGate(); err != nil {
+			return nil, err
+		}
+	}
+	reg := cfg.Tools
+	if reg == nil {
+		reg = hostfuncs.NewRegistry()
+	}
+	if o.installer != nil {
+		// Offer install_package to the programs too: a copy of the caller's registry with one more tool.
+		cp := hostfuncs.NewRegistry()
+		for _, t := range reg.Tools() {
+			if err := cp.Register(t); err != nil {
+				return nil, err
+			}
+		}
+		if err := cp.Register(pythonInstallTool(o.installer)); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+		}
+		reg = cp
+	}
+	cfg.Tools = reg
+	sb, err := wasmbox.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	timeout, mem := cfg.Timeout, cfg.MemoryLimit
+	if timeout == 0 {
+		timeout = wasmbox.DefaultTimeout
+	}
+	if mem == 0 {
+		mem = wasmbox.DefaultMemoryLimit
+	}
+	system := renderSystemPrompt(promptData{
+		Stubs:        strings.TrimRight(reg.Stubs(), "\n") + "\n",
+		HasTools:     len(reg.Names()) > 0,
+		Install:      o.installer != nil,
+		Timeout:      humanDuration(timeout),
+		Memory:       humanBytes(mem),
+		Instructions: strings.TrimSpace(o.instructions),
+	})
+	return &Agent{model: model, sb: sb, gate: cfg.Gate, tools: reg, opts: o, system: system}, nil
+}
+
+// SystemPrompt returns the system prompt the model is given.
+func (a *Agent) SystemPrompt() string { return a.system }
+
+// Sandbox returns the agent's sandbox.
+func (a *Agent) Sandbox() *wasmbox.Sandbox { return a.sb }
+
+// Gate returns the gate every tool call of the agent passes.
+func (a *Agent) Gate() *governance.Gate { return a.gate }
+
+// Close closes the sandbox, waiting for running programs (or ctx).
+func (a *Agent) Close(ctx context.Context) error { return a.sb.Close(ctx) }
+
+// AnswerSource says where a Result's answer came from.
+type AnswerSource string
+
+// The sources of an answer.
+const (
+	AnswerNone       AnswerSource = ""             // no answer
+	AnswerFinal      AnswerSource = "final_answer" // the program called final_answer(value)
+	AnswerFromOutput AnswerSource = "output"       // fallback: what the last program that finished printed
+)
+
+// Result is the outcome of a Run. Run returns it even when it also returns an error, with the steps so far.
+type Result struct {
+	// Answer is the value given to final_answer, decoded from JSON (float64 for numbers, map[string]any for
+	// dicts, []any for lists), or, as a fallback when the steps ran out, the trimmed printed output (a string)
+	// of the last program that finished without an error. Nil when there is no answer.
+	Answer any
+	// AnswerJSON is the JSON of the final_answer value (nil for the fallback).
+	AnswerJSON json.RawMessage
+	// AnswerFrom says which of the two it is.
+	AnswerFrom AnswerSource
+	// Steps are the model turns, in order.
+	Steps []Step
+	// ToolCalls are every tool call of every program, in order.
+	ToolCalls []hostfuncs.ToolCall
+	// Errors are the failures met on the way (failed programs, replies without code, refused calls), each
+	// a *StepError; the Run may still have succeeded after them.
+	Errors []error
+	// Repairs counts the failed programs sent back to the model for repair.
+	Repairs int
+	// Workspace is the run's workspace (/workspace), with whatever the programs wrote.
+	Workspace *wasmbox.Workspace
+	// Duration is the wall time of the Run.
+	Duration time.Duration
+}
+
+// Step is one model turn and what came of it.
+type Step struct {
+	N     int    // 1-based
+	Reply string // the model's reply
+	Code  string // the program extracted from it; empty if there was none
+	// Stdout and Stderr are the program's output (Stderr without the final_answer traceback).
+	Stdout, Stderr string
+	// Exception is the program's uncaught exception, if any (never the FinalAnswer that ends a program).
+	Exception *wasmbox.PythonError
+	// Err is what went wrong in this step: ErrNoCode, a wasmbox run error (a timeout, the memory limit, the
+	// tool-call limit), or nil (an exception alone is in Exception).
+	Err error
+	// ToolCalls are the program's tool calls.
+	ToolCalls []hostfuncs.ToolCall
+	// Observation is what was sent back to the model; empty for the step that answered.
+	Observation string
+	// Answered is set on the step whose program called final_answer.
+	Answered bool
+	// Repair is set when this step's observation asked the model to repair a failed program.
+	Repair   bool
+	Duration time.Duration
+}
+
+// StepError is a failure in one step.
+type StepError struct {
+	Step int
+	Err  error
+}
+
+func (e *StepError) Error() string { return fmt.Sprintf("step %d: %v", e.Step, e.Err) }
+
+// Unwrap returns the failure.
+func (e *StepError) Unwrap() error { return e.Err }
+
+// Run answers task with a fresh workspace.
+//
+// # Errors
+//
+// Run returns a non-nil *Result with every error. The error wraps ErrRepairsExhausted, ErrMaxSteps, ErrDeadline
+// (and the context's error), ErrModel or ErrSandbox. A refused tool call, a failing tool or a failing program
+// is never an error by itself: it goes back to the model as an observation.
+func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
+	return a.RunIn(ctx, nil, task)
+}
+
+// RunIn answers task in the given workspace (nil for a fresh one): files put there beforehand are visible to
+// the programs under /workspace, and what they write stays there.
+func (a *Agent) RunIn(ctx context.Context, ws *wasmbox.Workspace, task string) (*Result, error) {
+	r := &runner{a: a, o: &a.opts, res: &Result{}, nonce: newNonce(), start: time.Now()}
+	ctx, cancel := context.WithTimeout(ctx, a.opts.timeout)
+	defer cancel()
+	if ws == nil {
+		ws = wasmbox.NewWorkspace(0, 0)
+	}
+	r.ws = ws
+	r.res.Workspace = ws
+	ctx = context.WithValue(ctx, workspaceKey{}, ws)
+	err := r.run(ctx, task)
+	if r.se != nil {
+		r.cleanup(ctx)
+		_ = r.se.Close(ctx)
+	}
+	r.res.Duration = time.Since(r.start)
+	if err != nil {
+		r.emit(Event{Kind: EventError, Err: err})
+	}
+	return r.res, err
+}
+
+// runner is the state of one Run.
+type runner struct {
+	a     *Agent
+	o     *options
+	res   *Result
+	nonce string
+	start time.Time
+	ws    *wasmbox.Workspace
+	se    *wasmbox.Session
+	step  int
+	mu    sync.Mutex // serialises emit (stdout chunks come from the program's goroutine)
+}
+
+func (r *runner) emit(e Event) {
+	e.Time = time.Now()
+	if e.Step == 0 {
+		e.Step = r.step
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	log := r.o.logger
+	switch e.Kind {
+	case EventModelTurn:
+		log.Info("model turn", "step", e.Step, "reply", e.Text)
+	case EventAnswer:
+		log.Info("answer", "step", e.Step, "answer", e.Answer, "from", e.Text)
+	case EventError:
+		log.Warn("run failed", "step", e.Step, "error", e.Err)
+	case EventToolCall:
+		log.Debug("tool call", "step", e.Step, "tool", e.ToolCall.Tool, "status", e.ToolCall.Status, "decided_by", e.ToolCall.DecidedBy, "reason", e.ToolCall.Reason, "error", e.ToolCall.Error)
+	case EventCode:
+		log.Debug("code", "step", e.Step, "code", e.Code)
+	case EventRepair, EventRestart:
+		log.Debug(string(e.Kind), "step", e.Step, "error", e.Err)
+	default:
+		log.Trace(string(e.Kind), "step", e.Step, "text", e.Text)
+	}
+	if r.o.onEvent != nil {
+		r.o.onEvent(e)
+	}
+}
+
+func (r *runner) deadline(ctx context.Context) error {
+	return fmt.Errorf("%w: %w", ErrDeadline, context.Cause(ctx))
+}
+
+// startSession starts (or restarts) the interpreter and defines final_answer and the tools in its globals.
+func (r *runner) startSession(ctx context.Context) error {
+	if r.se != nil {
+		_ = r.se.Close(ctx)
+		r.se = nil
+	}
+	se, err := r.a.sb.NewSession(ctx, r.ws)
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.deadline(ctx)
+		}
+		return fmt.Errorf("%w: %w", ErrSandbox, err)
+	}
+	r.se = se
+	res, err := se.Exec(ctx, renderSetup(r.nonce, r.a.tools.Names()))
+	if err == nil && res.Exception != nil {
+		err = res.Exception
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return r.deadline(ctx)
+		}
+		return fmt.Errorf("%w: setting up the session: %w", ErrSandbox, err)
+	}
+	return nil
+}
+
+// cleanup removes the private directory (programs and answer file), so that the workspace keeps only what the
+// programs wrote.
+func (r *runner) cleanup(ctx context.Context) {
+	if !r.se.Alive() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	_, _ = r.se.Exec(ctx, "import shutil as _shutil\n_shutil.rmtree('/workspace/"+privateDir+"', ignore_errors=True)\ndel _shutil\n")
+}
+
+func (r *runner) run(ctx context.Context, task string) error {
+	if err := r.startSession(ctx); err != nil {
+		return err
+	}
+	msgs := []llms.MessageContent{
+		llms.TextParts(llms.ChatMessageTypeSystem, r.a.system),
+		llms.TextParts(llms.ChatMessageTypeHuman, task),
+	}
+	failures := 0       // consecutive failed programs
+	lastFailure := ""   // the previous failure's type and message, to spot repeats
+	lastOutput := ""    // stdout of the last program that finished without an exception
+	haveOutput := false // whether lastOutput is set
+	for r.step = 1; r.step <= r.o.maxSteps; r.step++ {
+		if ctx.Err() != nil {
+			return r.deadline(ctx)
+		}
+		stepStart := time.Now()
+		resp, err := r.a.model.GenerateContent(ctx, msgs, r.o.callOpts...)
+		if err != nil {
+			if ctx.Err() != nil {
+				return r.deadline(ctx)
+			}
+			return fmt.Errorf("%w: %w", ErrModel, err)
+		}
+		if resp == nil || len(resp.Choices) == 0 || resp.Choices[0] == nil {
+			return fmt.Errorf("%w: the model returned no choices", ErrModel)
+		}
+		reply := resp.Choices[0].Content
+		r.emit(Event{Kind: EventModelTurn, Text: reply})
+		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeAI, reply))
+		st := Step{N: r.step, Reply: reply}
+
+		code, ok := ExtractCode(reply)
+		if !ok {
+			st.Err = ErrNoCode
+			st.Observation = "Your reply contained no Python code, so nothing ran. Reply with one Python program in a ```python block. " +
+				"To give the answer, call final_answer(value) in the program."
+			st.Duration = time.Since(stepStart)
+			r.res.Errors = append(r.res.Errors, &StepError{Step: r.step, Err: ErrNoCode})
+			r.res.Steps = append(r.res.Steps, st)
+			r.emit(Event{Kind: EventNudge, Text: st.Observation})
+			msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, st.Observation))
+			continue
+		}
+		st.Code = code
+		r.emit(Event{Kind: EventCode, Code: code})
+
+		res, runErr := r.exec(ctx, code)
+		if res != nil {
+			st.Stdout, st.Stderr, st.Exception, st.ToolCalls = res.Stdout, res.Stderr, res.Exception, res.ToolCalls
+			r.res.ToolCalls = append(r.res.ToolCalls, res.ToolCalls...)
+			for i := range res.ToolCalls {
+				r.emit(Event{Kind: EventToolCall, ToolCall: &res.ToolCalls[i]})
+			}
+		}
+		st.Err = runErr
+
+		// The answer, if the program gave one (even if it went on to fail, or swallowed FinalAnswer).
+		if raw, ok := r.readAnswer(); ok {
+			var v any
+			_ = json.Unmarshal(raw, &v)
+			st.Answered, st.Err = true, nil
+			if st.Exception != nil && st.Exception.Type == "FinalAnswer" {
+				st.Stderr = strings.TrimSuffix(st.Stderr, st.Exception.Traceback)
+				st.Exception = nil
+			}
+			st.Duration = time.Since(stepStart)
+			r.res.Steps = append(r.res.Steps, st)
+			r.res.Answer, r.res.AnswerJSON, r.res.AnswerFrom = v, raw, AnswerFinal
+			r.emit(Event{Kind: EventAnswer, Answer: v, Text: string(AnswerFinal)})
+			return nil
+		}
+
+		if ctx.Err() != nil { // the Run's deadline, not the program's own limit
+			st.Duration = time.Since(stepStart)
+			r.res.Steps = append(r.res.Steps, st)
+			return r.deadline(ctx)
+		}
+		restarted := false
+		if !r.se.Alive() {
+			r.emit(Event{Kind: EventRestart, Err: runErr})
+			if err := r.startSession(ctx); err != nil {
+				st.Duration = time.Since(stepStart)
+				r.res.Steps = append(r.res.Steps, st)
+				return err
+			}
+			restarted = true
+		}
+		if res == nil || (runErr != nil && !isProgramFailure(runErr)) {
+			st.Duration = time.Since(stepStart)
+			r.res.Steps = append(r.res.Steps, st)
+			return fmt.Errorf("%w: %w", ErrSandbox, runErr)
+		}
+
+		body := report(res, runErr, r.o.maxObs)
+		var obs strings.Builder
+		switch {
+		case isDenial(res.Exception) || errors.Is(runErr, wasmbox.ErrToolLimit):
+			// A refusal is information, not a bug: it does not use up a repair.
+			r.res.Errors = append(r.res.Errors, &StepError{Step: r.step, Err: orErr(runErr, res.Exception)})
+			fmt.Fprintf(&obs, "Your program stopped because a tool call was refused: %v\n%s\n", orErr(nil, res.Exception), body)
+			obs.WriteString("The refused call did not run, and retrying it will be refused again. Continue without it, " +
+				"or call final_answer explaining what could not be done.")
+		case res.Exception != nil || runErr != nil:
+			failure := orErr(runErr, res.Exception)
+			r.res.Errors = append(r.res.Errors, &StepError{Step: r.step, Err: failure})
+			failures++
+			if failures > r.o.maxRepairs {
+				st.Observation = ""
+				st.Duration = time.Since(stepStart)
+				r.res.Steps = append(r.res.Steps, st)
+				if r.o.maxRepairs == 0 {
+					return fmt.Errorf("%w (repairs are off): %w", ErrRepairsExhausted, failure)
+				}
+				return fmt.Errorf("%w (%d): %w", ErrRepairsExhausted, r.o.maxRepairs, failure)
+			}
+			r.res.Repairs++
+			st.Repair = true
+			sig := headline(res, runErr)
+			where := ""
+			if e := res.Exception; e != nil && e.Line > 0 && runErr == nil {
+				where = fmt.Sprintf(" at line %d", e.Line)
+			}
+			fmt.Fprintf(&obs, "Your program failed%s: %s\n%s\n", where, Truncate(sig, 500), body)
+			obs.WriteString("Fix the program and reply with the corrected program in one ```python block.")
+			if !restarted {
+				obs.WriteString(" Variables defined before the error still exist.")
+			}
+			obs.WriteString(" Tool calls reported as ok have taken effect: do not repeat them.")
+			switch {
+			case sig == lastFailure:
+				obs.WriteString(" This is the same error as before: do not repeat the same code; try a different approach.")
+			case failures == r.o.maxRepairs:
+				obs.WriteString(" This is the last attempt: if this approach keeps failing, try a different one.")
+			}
+			fmt.Fprintf(&obs, " (Repair %d of %d.)", failures, r.o.maxRepairs)
+			lastFailure = sig
+		default:
+			failures, lastFailure = 0, ""
+			lastOutput, haveOutput = res.Stdout, true
+			fmt.Fprintf(&obs, "Your program finished without calling final_answer.\n%s\n", body)
+			obs.WriteString("If you have the answer, call final_answer(value) with it (the variables still exist); otherwise continue with the next program.")
+		}
+		if restarted {
+			obs.WriteString("\nThe interpreter was restarted: variables, functions and imports from earlier programs are gone; files in /workspace are kept.")
+		}
+		st.Observation = obs.String()
+		st.Duration = time.Since(stepStart)
+		r.res.Steps = append(r.res.Steps, st)
+		if st.Repair {
+			r.emit(Event{Kind: EventRepair, Err: orErr(st.Err, st.Exception), Text: st.Observation})
+		} else {
+			r.emit(Event{Kind: EventObservation, Text: st.Observation})
+		}
+		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, st.Observation))
+	}
+	r.step = r.o.maxSteps
+	if out := strings.TrimSpace(lastOutput); haveOutput && out != "" {
+		r.res.Answer, r.res.AnswerFrom = out, AnswerFromOutput
+		r.emit(Event{Kind: EventAnswer, Answer: out, Text: string(AnswerFromOutput)})
+		return nil
+	}
+	return fmt.Errorf("%w (%d)", ErrMaxSteps, r.o.maxSteps)
+}
+
+// isProgramFailure reports whether a run error is the program's own doing (the model can fix it), rather than
+// the sandbox failing.
+func isProgramFailure(err error) bool {
+	var re *wasmbox.RunError
+	if errors.As(err, &re) {
+		switch re.Kind {
+		case wasmbox.KindPython, wasmbox.KindTimeout, wasmbox.KindMemory, wasmbox.KindOutput, wasmbox.KindWorkspace, wasmbox.KindToolLimit:
+			return true
+		}
+	}
+	return false
+}
+
+// headline says in a few words why a program failed, for the model.
+func headline(res *wasmbox.Result, runErr error) string {
+	switch {
+	case errors.Is(runErr, wasmbox.ErrTimeout):
+		return "it ran past its time limit"
+	case errors.Is(runErr, wasmbox.ErrMemoryLimit):
+		return "it ran out of memory"
+	case res != nil && res.Exception != nil:
+		return res.Exception.Type + ": " + res.Exception.Message
+	case runErr != nil:
+		return runErr.Error()
+	}
+	return "unknown failure"
+}
+
+func orErr(err error, e *wasmbox.PythonError) error {
+	if err != nil {
+		return err
+	}
+	if e != nil {
+		return e
+	}
+	return errors.New("unknown failure")
+}
+
+// exec runs one program of the model, streaming its output as events. The program is saved under
+// /workspace/.wasmbox-agent first, so that tracebacks show its source lines.
+func (r *runner) exec(ctx context.Context, code string) (*wasmbox.Result, error) {
+	name := fmt.Sprintf("%s/step_%d.py", privateDir, r.step)
+	filename := "<step " + fmt.Sprint(r.step) + ">"
+	if r.ws.WriteFile(name, []byte(code)) == nil {
+		filename = "/workspace/" + name
+	}
+	step := r.step
+	out := writerFunc(func(p []byte) (int, error) {
+		r.emit(Event{Kind: EventStdout, Step: step, Text: string(p)})
+		return len(p), nil
+	})
+	return r.se.ExecProgram(ctx, wasmbox.Program{Code: code, Filename: filename, Stdout: out})
+}
+
+type writerFunc func(p []byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// readAnswer returns the JSON value final_answer wrote in this Run, if any.
+func (r *runner) readAnswer() (json.RawMessage, bool) {
+	b, err := r.ws.ReadFile(answerFile)
+	if err != nil {
+		return nil, false
+	}
+	var f struct {
+		Nonce string          `json:"nonce"`
+		Value json.RawMessage `json:"value"`
+	}
+	if json.Unmarshal(b, &f) != nil || f.Nonce != r.nonce || len(f.Value) == 0 {
+		return nil, false
+	}
+	return f.Value, true
+}
+
+type workspaceKey struct{}
+
+// pythonInstallTool is install_package for the programs of the code-action agent.
+func pythonInstallTool(p PackageInstaller) hostfuncs.Tool {
+	t := hostfuncs.Func("install_package", "Install third-party Python packages into this sandbox (pure-Python packages only). Returns a report of what was installed.",
+		func(ctx context.Context, in struct {
+			Packages []string `json:"packages" jsonschema:"description=requirement strings such as tabulate or attrs==23.2.0"`
+		}) (string, error) {
+			ws, _ := ctx.Value(workspaceKey{}).(*wasmbox.Workspace)
+			return p.InstallPackages(ctx, InstallRequest{Packages: in.Packages, Workspace: ws})
+		})
+	t.Effect = governance.Mutating
+	return t
+}

@@ -1,0 +1,45 @@
+// Package agent is the code-action agent of wasmbox, over any langchaingo llms.Model, and the sandbox as five
+// langchaingo tools for tool-calling agents.
+//
+// The code-action agent shows the model the tools as Python stubs with their docstrings and the rules of the
+// sandbox. The model answers a task by writing a Python program; the agent extracts it from the reply (fenced or
+// not), runs it in a wasmbox Session (so steps share variables and files), and sends back what it printed, its
+// traceback and its tool calls. A failing program goes back for a bounded number of repairs; a refused tool call
+// is an observation the model can work around, never an abort. The answer is the value the program passes to
+// final_answer(value), any JSON-serialisable value; when the steps run out, what the last program printed is the
+// fallback.
+//
+// Here's an example:
+//
+//	model, _ := openai.New() // any llms.Model
+//	a, err := agent.New(ctx, model, wasmbox.Config{Tools: registry, Gate: gate})
+//	if err != nil { ... }
+//	defer a.Close(ctx)
+//	res, err := a.Run(ctx, "What is the total amount of every EU order?")
+//	// res.Answer == 1218.5 (a float64), res.Steps holds every program and observation
+//
+// For tool-calling agents, [Agent.NewToolkit] (or [NewToolkit]) gives execute, read_file, write_file,
+// list_files and install_package as langchaingo tools.Tool values, with JSON schemas as llms.Tool definitions.
+//
+// # Notes
+//
+//   - final_answer raises FinalAnswer, which derives from BaseException, so `except Exception` in the model's
+//     code does not swallow it; and it delivers the value before raising (as JSON in a private file of the
+//     workspace, checked against a per-run nonce), so even a bare `except:` cannot lose it, and printing
+//     something that looks like an answer cannot forge one.
+//   - Each failure is sent back with its traceback and the tool calls that already ran (so the repair does not
+//     repeat side effects); the last repair, or the same error twice, adds a nudge to try a different approach.
+//     Long output is cut to its head and tail around an explicit "[... truncated, was N chars ...]" marker.
+//   - Limits: WithMaxSteps (model turns), WithMaxRepairs (consecutive failed programs), WithTimeout (the whole
+//     Run), on top of the sandbox's per-program limits.
+//   - Every tool call passes the Gate of the sandbox's Config: from Python as governance.SourcePython, from the
+//     Toolkit as governance.SourceAgent.
+//   - Events (model turns, code, stdout chunks, tool calls with their decisions, repairs, the answer) go to
+//     WithEventHandler and WithLogger (an hclog.Logger; nothing is logged by default).
+//   - The agenttest package has a strict scripted model for tests.
+//
+// # Errors
+//
+// Run returns a *Result with every error, holding the steps so far. Errors wrap the sentinels of errors.go:
+// ErrRepairsExhausted, ErrMaxSteps, ErrDeadline (with the context's error), ErrModel, ErrSandbox.
+package agent

@@ -1,0 +1,28 @@
+package agent
+
+import "errors"
+
+// Sentinel errors. Every error returned by this package wraps one of them (test with errors.Is) and starts with
+// "agent: ".
+var (
+	// ErrInvalidOption: an Option or argument is out of range; the message names it.
+	ErrInvalidOption = errors.New("agent: invalid option")
+	// ErrMaxSteps: the Run used all its steps without an answer (no final_answer, and the last program that
+	// finished printed nothing to fall back on).
+	ErrMaxSteps = errors.New("agent: no answer within the step limit")
+	// ErrRepairsExhausted: a program kept failing after the allowed repairs. It also wraps the last failure
+	// (a *wasmbox.PythonError or a run error).
+	ErrRepairsExhausted = errors.New("agent: program still failing after the allowed repairs")
+	// ErrDeadline: the Run's total deadline passed or its context ended. It also wraps the context's error, so
+	// errors.Is(err, context.DeadlineExceeded) (or context.Canceled) holds.
+	ErrDeadline = errors.New("agent: run stopped by its deadline or context")
+	// ErrModel: the model failed (its error is wrapped) or gave no reply.
+	ErrModel = errors.New("agent: model failed")
+	// ErrSandbox: the sandbox could not run a program (not a failure of the program itself); the wasmbox error
+	// is wrapped.
+	ErrSandbox = errors.New("agent: sandbox failed")
+	// ErrNoCode marks a step whose reply had no Python code (Step.Err); the model gets a nudge.
+	ErrNoCode = errors.New("agent: reply has no Python code")
+	// ErrInstallUnavailable is what install_package reports until a PackageInstaller is plugged in.
+	ErrInstallUnavailable = errors.New("install_package is not available yet: escalation/wheelhouse not configured; only the Python standard library can be used")
+)
