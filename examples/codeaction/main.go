@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmbox/wasmbox/agent"
 	"github.com/wasmbox/wasmbox/agent/agenttest"
+	"github.com/wasmbox/wasmbox/examples/internal/provider"
 	"github.com/wasmbox/wasmbox/examples/internal/shop"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
@@ -44,7 +45,7 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	fs := flag.NewFlagSet("codeaction", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	provider := fs.String("provider", "auto", "auto, scripted, openai, anthropic or ollama")
+	providerName := fs.String("provider", "auto", "auto, scripted, openai, anthropic or ollama")
 	question := fs.String("question", seedQuestion, "the task for the agent")
 	verbose := fs.Bool("v", false, "show the programs and the observations")
 	if err := fs.Parse(args); err != nil {
@@ -54,7 +55,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintln(stderr, "usage: codeaction [-provider auto|scripted|openai|anthropic|ollama] [-question Q] [-v]")
 		return 2
 	}
-	model, name, err := chooseModel(*provider, getenv)
+	model, name, err := provider.Choose(*providerName, getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "codeaction:", err)
 		return 2

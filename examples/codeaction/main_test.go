@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"github.com/wasmbox/wasmbox/examples/internal/provider"
 	"strings"
 	"testing"
 )
@@ -38,7 +39,7 @@ func TestProviderChoice(t *testing.T) {
 		{"auto", map[string]string{"OLLAMA_HOST": "127.0.0.1:11434"}, "ollama qwen2.5-coder:7b at http://127.0.0.1:11434"},
 		{"scripted", map[string]string{"OPENAI_API_KEY": "k"}, "scripted"},
 	} {
-		_, name, err := chooseModel(tc.provider, env(tc.env))
+		_, name, err := provider.Choose(tc.provider, env(tc.env))
 		if err != nil || name != tc.want {
 			t.Errorf("%s %v: %q, %v; want %q", tc.provider, tc.env, name, err, tc.want)
 		}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/wasmbox/wasmbox/agent"
 	"github.com/wasmbox/wasmbox/agent/agenttest"
+	"github.com/wasmbox/wasmbox/examples/internal/provider"
 	"github.com/wasmbox/wasmbox/examples/internal/shop"
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/wasmbox"
@@ -46,7 +47,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(stderr)
 	orderID := fs.String("order", "A-1003", "the order to refund")
 	amount := fs.Float64("amount", 50, "the amount to refund")
-	provider := fs.String("provider", "auto", "auto, scripted, openai, anthropic or ollama")
+	providerName := fs.String("provider", "auto", "auto, scripted, openai, anthropic or ollama")
 	verbose := fs.Bool("v", false, "show the programs")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -55,7 +56,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, "usage: refund [-order ID] [-amount N] [-provider auto|scripted|openai|anthropic|ollama] [-v]")
 		return 2
 	}
-	model, name, err := chooseModel(*provider, getenv)
+	model, name, err := provider.Choose(*providerName, getenv)
 	if err != nil {
 		fmt.Fprintln(stderr, "refund:", err)
 		return 2

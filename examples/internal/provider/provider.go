@@ -1,4 +1,5 @@
-package main
+// Package provider picks the langchaingo model the examples use.
+package provider
 
 import (
 	"fmt"
@@ -11,13 +12,11 @@ import (
 	"github.com/tmc/langchaingo/llms/openai"
 )
 
-// (A copy of examples/codeaction/provider.go: each example stays self-contained.)
-
-// chooseModel picks the provider: the one named, or with "auto" the first configured of OPENAI_API_KEY,
+// Choose picks the provider: the one named, or with "auto" the first configured of OPENAI_API_KEY,
 // ANTHROPIC_API_KEY and OLLAMA_HOST; "scripted" (or nothing configured) returns a nil model and the caller uses
 // its scripted one. The model name comes from OPENAI_MODEL, ANTHROPIC_MODEL or OLLAMA_MODEL when set. Nothing
 // here touches the network: the first request happens when the agent runs.
-func chooseModel(provider string, getenv func(string) string) (llms.Model, string, error) {
+func Choose(provider string, getenv func(string) string) (llms.Model, string, error) {
 	if provider == "auto" {
 		switch {
 		case getenv("OPENAI_API_KEY") != "":
