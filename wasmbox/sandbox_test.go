@@ -294,3 +294,15 @@ func TestConcurrentRuns(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+func TestPreload(t *testing.T) {
+	sb := newSandbox(t, wasmbox.Config{Preload: []string{"json", "decimal"}})
+	res := run(t, sb, "import sys\nprint('json' in sys.modules, 'decimal' in sys.modules, 'csv' in sys.modules)")
+	if res.Stdout != "True True False\n" {
+		t.Errorf("stdout %q", res.Stdout)
+	}
+	if _, err := wasmbox.New(context.Background(), wasmbox.Config{Preload: []string{"no_such_module"}}); !errors.Is(err, wasmbox.ErrInterpreter) ||
+		!strings.Contains(err.Error(), "no_such_module") {
+		t.Errorf("a missing preload module: %v, want ErrInterpreter naming it", err)
+	}
+}
