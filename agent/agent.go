@@ -189,6 +189,7 @@ func (a *Agent) RunIn(ctx context.Context, ws *wasmbox.Workspace, task string) (
 	r.ws = ws
 	r.res.Workspace = ws
 	ctx = context.WithValue(ctx, workspaceKey{}, ws)
+	ctx = context.WithValue(ctx, runnerKey{}, r)
 	err := r.run(ctx, task)
 	if r.se != nil {
 		r.cleanup(ctx)
@@ -526,6 +527,9 @@ func (r *runner) readAnswer() (json.RawMessage, bool) {
 
 type workspaceKey struct{}
 
+// runnerKey carries the *runner, whose session (restarted after a kill) the installer needs at call time.
+type runnerKey struct{}
+
 // pythonInstallTool is install_package for the programs of the code-action agent.
 func pythonInstallTool(p PackageInstaller) hostfuncs.Tool {
 	t := hostfuncs.Func("install_package", "Install third-party Python packages into this sandbox (pure-Python packages only). Returns a report of what was installed.",
@@ -533,7 +537,11 @@ func pythonInstallTool(p PackageInstaller) hostfuncs.Tool {
 			Packages []string `json:"packages" jsonschema:"description=requirement strings such as tabulate or attrs==23.2.0"`
 		}) (string, error) {
 			ws, _ := ctx.Value(workspaceKey{}).(*wasmbox.Workspace)
-			return p.InstallPackages(ctx, InstallRequest{Packages: in.Packages, Workspace: ws})
+			var se *wasmbox.Session
+			if r, ok := ctx.Value(runnerKey{}).(*runner); ok {
+				se = r.se
+			}
+			return p.InstallPackages(ctx, InstallRequest{Packages: in.Packages, Workspace: ws, Session: se})
 		})
 	t.Effect = governance.Mutating
 	return t

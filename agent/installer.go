@@ -2,8 +2,12 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/wasmbox/wasmbox/wasmbox"
+	"github.com/wasmbox/wasmbox/wheels"
 )
 
 // PackageInstaller installs Python packages for a sandbox session: the hook for a wheelhouse of pure-Python
@@ -24,6 +28,39 @@ type InstallRequest struct {
 	Packages []string
 	// Workspace is the workspace of the session the packages are for.
 	Workspace *wasmbox.Workspace
+	// Session is the session the packages are for (nil if there is none yet).
+	Session *wasmbox.Session
+}
+
+// SessionInstaller installs into the session's package layer (/packages) from the sandbox's
+// Config.Wheelhouse, through Session.InstallPackages: pure-Python wheels only, allow-listed by the wheelhouse's
+// policy. Its report (or error) is what the model sees.
+func SessionInstaller() PackageInstaller {
+	return PackageInstallerFunc(func(ctx context.Context, req InstallRequest) (string, error) {
+		if req.Session == nil {
+			return "", fmt.Errorf("%w: no session to install into", ErrInstallUnavailable)
+		}
+		if len(req.Packages) == 0 {
+			return "", errors.New("install_package: no packages given")
+		}
+		done, err := req.Session.InstallPackages(ctx, req.Packages...)
+		var b strings.Builder
+		for _, d := range done {
+			state := "installed"
+			if d.AlreadyPresent {
+				state = "already installed"
+			}
+			fmt.Fprintf(&b, "%s %s %s\n", state, d.Name, d.Version)
+		}
+		if errors.Is(err, wheels.ErrNeedsNative) {
+			return b.String(), fmt.Errorf("%w (this sandbox runs pure-Python packages only: use the standard library or a pure-Python alternative)", err)
+		}
+		if err != nil {
+			return b.String(), err
+		}
+		b.WriteString("import them now; they are on sys.path under /packages\n")
+		return b.String(), nil
+	})
 }
 
 // PackageInstallerFunc adapts a function to PackageInstaller.

@@ -381,7 +381,7 @@ func (k *Toolkit) handler(name string) hostfuncs.Handler {
 			if k.opts.installer == nil {
 				return nil, ErrInstallUnavailable
 			}
-			out, err := k.opts.installer.InstallPackages(ctx, InstallRequest{Packages: in.Packages, Workspace: k.ws})
+			out, err := k.opts.installer.InstallPackages(ctx, InstallRequest{Packages: in.Packages, Workspace: k.ws, Session: k.se})
 			if err != nil {
 				return nil, err
 			}

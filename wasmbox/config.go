@@ -12,6 +12,7 @@ import (
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/wheels"
 )
 
 // Defaults applied to zero-valued Config fields.
@@ -73,6 +74,12 @@ type Config struct {
 	// allow tools marked read-only or mutating, deny the rest (no approver), at most 50 calls per run, audit in
 	// memory.
 	Gate *governance.Gate
+	// Wheelhouse, when set, is where pure-Python packages are installed from (offline, allow-listed by its
+	// Options): Config.Packages at New, and Session.InstallPackages later. Nil means no installs.
+	Wheelhouse *wheels.Wheelhouse
+	// Packages are requirements ("attrs", "tabulate==0.9.0") installed from Wheelhouse when the Sandbox is created;
+	// every run sees them read-only under /packages (on sys.path).
+	Packages []string
 	// Interpreter replaces the embedded interpreter (assets.Load()), e.g. with one built with extra modules.
 	// It must speak the same ABI version; New checks its exports. Nil means the embedded one.
 	Interpreter *assets.Interpreter
@@ -122,6 +129,10 @@ func (c Config) withDefaults() (Config, error) {
 			return bad("Preload", fmt.Sprintf("has an invalid module name %q", m))
 		}
 	}
+	if len(c.Packages) > 0 && c.Wheelhouse == nil {
+		return bad("Packages", "needs a Wheelhouse to install from")
+	}
+	c.Packages = append([]string(nil), c.Packages...)
 	if c.MemoryLimit == 0 {
 		c.MemoryLimit = DefaultMemoryLimit
 	}

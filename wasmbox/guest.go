@@ -40,6 +40,8 @@ type guest struct {
 	stdin  switchReader
 	host   guestHost
 	broken error // set once the instance cannot be trusted (killed, trapped, exited)
+	// installed asks the next exec to clear the import caches (packages were installed since the last one).
+	installed bool
 }
 
 // execState is the per-exec part of the host's state; it lives on the guest's goroutine only.
@@ -143,7 +145,7 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 }
 
 // instantiate creates an instance of mod with a fresh /tmp and the given workspace, in the fixed mount layout.
-func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, mod engine.Module, mem engine.MemoryAllocator) (*guest, error) {
+func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, packages *vfs.FS, mod engine.Module, mem engine.MemoryAllocator) (*guest, error) {
 	cfg := s.cfg
 	g := &guest{sb: s, ws: ws}
 	g.host.g = g
@@ -157,7 +159,7 @@ func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, mod engine.Mod
 			{GuestPath: guestRoot, FS: s.it.root},
 			{GuestPath: guestStdlib, FS: s.it.stdlib},
 			{GuestPath: guestZoneinfo, FS: s.it.zoneinfo},
-			{GuestPath: guestPackages, FS: s.it.packages},
+			{GuestPath: guestPackages, SysFS: packages, ReadOnly: true},
 			{GuestPath: guestWorkspace, SysFS: ws.fs},
 			{GuestPath: guestTmp, SysFS: g.tmp},
 		},
@@ -182,13 +184,17 @@ func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, mod engine.Mod
 // newGuest starts a fresh interpreter from the sandbox's snapshot: no initialisation runs, the memory is a
 // copy-on-write view of the initialised interpreter's.
 func (s *Sandbox) newGuest(ctx context.Context, ws *Workspace) (*guest, error) {
-	return s.instantiate(ctx, ws, s.snap.mod, s.snap.image.Allocator(uint64(s.cfg.MemoryLimit)))
+	return s.newGuestWith(ctx, ws, s.packages)
+}
+
+func (s *Sandbox) newGuestWith(ctx context.Context, ws *Workspace, packages *vfs.FS) (*guest, error) {
+	return s.instantiate(ctx, ws, packages, s.snap.mod, s.snap.image.Allocator(uint64(s.cfg.MemoryLimit)))
 }
 
 // initGuest instantiates the original interpreter and initialises it (init + prepare): the state a snapshot
 // captures.
 func (s *Sandbox) initGuest(ctx context.Context) (*guest, error) {
-	g, err := s.instantiate(ctx, newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, nil), s.it.mod,
+	g, err := s.instantiate(ctx, newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, nil), s.packages, s.it.mod,
 		engine.LimitedAllocator(uint64(s.cfg.MemoryLimit)))
 	if err != nil {
 		return nil, err
@@ -313,7 +319,9 @@ type execRequest struct {
 	Argv     []string          `json:"argv"`
 	Env      map[string]string `json:"env"`
 	Session  bool              `json:"session,omitempty"`
-	Modules  map[string]string `json:"modules,omitempty"`
+	// Invalidate asks the driver to clear the import system's caches (packages were installed since).
+	Invalidate bool              `json:"invalidate_caches,omitempty"`
+	Modules    map[string]string `json:"modules,omitempty"`
 }
 
 // exec runs one program in g. It returns a Result even when it also returns an error (partial output, the
@@ -343,7 +351,8 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	if len(argv) == 0 {
 		argv = []string{filename}
 	}
-	req, _ := json.Marshal(execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session})
+	req, _ := json.Marshal(execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed})
+	g.installed = false
 	rc, err := g.callWithBytes(ctx, hostfuncs.ExportExec, req)
 
 	res := &Result{ExitCode: int(rc), Exception: st.exception, Workspace: g.ws, ToolCalls: st.bridge.Calls(), RunID: st.bridge.RunID()}

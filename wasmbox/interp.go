@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"embed"
 	"fmt"
 	"io/fs"
 	"os"
@@ -34,7 +33,6 @@ type interp struct {
 	root     fs.FS
 	stdlib   fs.FS
 	zoneinfo fs.FS
-	packages fs.FS
 	sha256   string
 	info     string
 	wasm     []byte
@@ -114,7 +112,7 @@ func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) 
 			return nil, fmt.Errorf("%w: the interpreter does not export %s", ErrInterpreter, n)
 		}
 	}
-	return &interp{eng: eng, mod: mod, root: rootFS, stdlib: stdlib, zoneinfo: tz, packages: embed.FS{}, sha256: a.WasmSHA256, info: a.BuildInfo, wasm: a.Wasm}, nil
+	return &interp{eng: eng, mod: mod, root: rootFS, stdlib: stdlib, zoneinfo: tz, sha256: a.WasmSHA256, info: a.BuildInfo, wasm: a.Wasm}, nil
 }
 
 func zipFS(b []byte) (fs.FS, error) {

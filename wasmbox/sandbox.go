@@ -34,11 +34,13 @@ import (
 
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/vfs"
 )
 
 // Sandbox runs Python programs. It is safe for concurrent use; every Run is isolated from every other.
 type Sandbox struct {
 	snap        *snapshot
+	packages    *vfs.FS // installed packages, mounted read-only at /packages
 	cfg         Config
 	toolsModule string
 	it          *interp
@@ -75,7 +77,12 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	c.Logger.Debug("sandbox ready", "interpreter_sha256", it.sha256, "memory_limit", c.MemoryLimit, "timeout", c.Timeout)
-	s := &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule()}
+	s := &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer()}
+	if len(c.Packages) > 0 {
+		if _, err := installPackages(ctx, c.Wheelhouse, s.packages, c.Packages); err != nil {
+			return nil, err
+		}
+	}
 	if s.snap, err = s.takeSnapshot(ctx); err != nil {
 		return nil, err
 	}
@@ -141,9 +148,13 @@ func (s *Sandbox) Close(ctx context.Context) error {
 // Session keeps one interpreter alive across Exec calls: globals, imports and the workspace persist. Exec calls
 // are serialised. After a hard kill, a trap or os._exit the Session is broken (ErrSessionBroken).
 type Session struct {
-	sb *Sandbox
-	mu sync.Mutex
-	g  *guest
+	sb       *Sandbox
+	mu       sync.Mutex // serialises Exec
+	g        *guest
+	pkgMu    sync.Mutex // serialises InstallPackages, which may run during an Exec
+	packages *vfs.FS
+	// installed: packages were installed since the last Exec began (its import caches must be cleared).
+	installed atomic.Bool
 }
 
 // NewSession starts an interpreter for step-by-step work. ws may be nil for a fresh workspace.
@@ -155,11 +166,12 @@ func (s *Sandbox) NewSession(ctx context.Context, ws *Workspace) (*Session, erro
 	if ws == nil {
 		ws = newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, s.clock().time)
 	}
-	g, err := s.newGuest(ctx, ws)
+	layer := s.packages.Clone() // the session's own: InstallPackages must not change other runs
+	g, err := s.newGuestWith(ctx, ws, layer)
 	if err != nil {
 		return nil, err
 	}
-	return &Session{sb: s, g: g}, nil
+	return &Session{sb: s, g: g, packages: layer}, nil
 }
 
 // Exec runs code in the session's interpreter, with its own deadline and output.
@@ -181,6 +193,7 @@ func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) 
 	if se.g.broken != nil {
 		return nil, se.g.broken
 	}
+	se.g.installed = se.installed.Swap(false)
 	return se.g.exec(ctx, p, true)
 }
 

@@ -80,6 +80,9 @@ def _reset(req):
     random = sys.modules.get("random")
     if random is not None:
         random.seed(seed if seed is not None else None)
+    if req.get("invalidate_caches"):
+        import importlib
+        importlib.invalidate_caches()
     tempfile = sys.modules.get("tempfile")
     if tempfile is not None:
         tempfile._name_sequence = None

@@ -1,0 +1,57 @@
+package wasmbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/wasmbox/wasmbox/internal/vfs"
+	"github.com/wasmbox/wasmbox/wheels"
+)
+
+// ErrPackage: a package could not be installed (not in the wheelhouse, not allowed, needs native code, a bad
+// wheel, a conflict); the wrapped wheels error says which (errors.Is(err, wheels.ErrNeedsNative), ...).
+var ErrPackage = errors.New("wasmbox: package not installed")
+
+// Package layer quotas: generous, since the host decides what goes in.
+const (
+	packageLayerBytes = 1 << 30
+	packageLayerFiles = 200_000
+)
+
+func newPackageLayer() *vfs.FS {
+	return vfs.New(vfs.Limits{MaxBytes: packageLayerBytes, MaxFiles: packageLayerFiles})
+}
+
+func installPackages(ctx context.Context, wh *wheels.Wheelhouse, layer *vfs.FS, reqs []string) ([]wheels.Installed, error) {
+	if wh == nil {
+		return nil, fmt.Errorf("%w: no Wheelhouse is configured", ErrPackage)
+	}
+	plan, err := wh.ResolveAll(ctx, reqs...)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s: %w", ErrPackage, strings.Join(reqs, ", "), err)
+	}
+	done, err := plan.Install(ctx, layer)
+	if err != nil {
+		return done, fmt.Errorf("%w: %s: %w", ErrPackage, strings.Join(reqs, ", "), err)
+	}
+	return done, nil
+}
+
+// InstallPackages installs requirements ("tabulate", "attrs==23.2.0") from Config.Wheelhouse into this
+// session's package layer (/packages, read-only to the program); the next Exec can import them. Only
+// pure-Python wheels install here: a package that needs native code fails with an error wrapping
+// wheels.ErrNeedsNative (escalate/ runs such code in a container, where policy allows).
+//
+// It may be called while an Exec runs (from a tool the program calls): the program can import the packages as
+// soon as the call returns.
+func (se *Session) InstallPackages(ctx context.Context, requirements ...string) ([]wheels.Installed, error) {
+	se.pkgMu.Lock()
+	defer se.pkgMu.Unlock()
+	done, err := installPackages(ctx, se.sb.cfg.Wheelhouse, se.packages, requirements)
+	if len(done) > 0 {
+		se.installed.Store(true)
+	}
+	return done, err
+}
