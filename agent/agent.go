@@ -60,6 +60,11 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 		if err := cp.Register(pythonInstallTool(o.installer)); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
 		}
+		if o.escalation != nil {
+			if err := cp.Register(containerTool(o.escalation)); err != nil {
+				return nil, fmt.Errorf("%w: %w", ErrInvalidOption, err)
+			}
+		}
 		reg = cp
 	}
 	cfg.Tools = reg

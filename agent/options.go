@@ -29,6 +29,7 @@ type options struct {
 	callOpts     []llms.CallOption
 	instructions string
 	installer    PackageInstaller
+	escalation   *EscalationConfig // set by WithEscalation when it has a Backend: offer run_in_container
 	err          error
 }
 

@@ -92,7 +92,7 @@ func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
 	}
-	eng, err := engine.NewWazero(ctx, engine.WazeroConfig{CacheDir: cacheDir})
+	eng, err := newEngine(ctx, cacheDir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
 	}
