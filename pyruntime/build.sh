@@ -132,6 +132,10 @@ mkdir -p "$work/pkgconfig-empty"
   "$py_src/configure" -q --host=wasm32-unknown-wasi --build=x86_64-pc-linux-gnu \
     --with-build-python="$native/python" --prefix=/usr/local --with-system-libmpdec=no --disable-test-modules \
     --disable-ipv6 $PYMALLOC $LTO_CONF >/dev/null)
+# getpath.c gets the source directory as a string (-DVPATH); it only matters when running from a build tree, which
+# never happens here, and it would put this build's path into the binary. Pin it.
+sed -i "s|-DVPATH='\"\$(VPATH)\"'|-DVPATH='\"/wasmbox/src/Python-$PYTHON_VERSION\"'|" "$cross/Makefile"
+grep -q "DVPATH='\"/wasmbox/src" "$cross/Makefile" || { echo "build.sh: could not pin VPATH" >&2; exit 1; }
 log "cross make"
 (cd "$cross" && make -s -j2 >/dev/null 2>"$work/cross-make.log") || { tail -40 "$work/cross-make.log" >&2; exit 1; }
 for m in zlib _bz2 _lzma _sqlite3 _wasmbox _decimal _json; do
@@ -163,13 +167,15 @@ log "stdlib"
 lib="$stage/lib"; mkdir -p "$lib"
 cp -a "$py_src/Lib/." "$lib/"
 cp "$cross"/build/lib.wasi-wasm32-3.13/_sysconfigdata_*.py "$lib/"
+sed -i "s|$work|/wasmbox|g" "$lib"/_sysconfigdata_*.py   # build paths out of sysconfig
 (cd "$lib" && rm -rf idlelib tkinter turtledemo turtle.py ensurepip pydoc_data venv _pyrepl curses test \
    lib2to3 __phello__ __hello__.py site-packages config-3.13-* _ios_support.py _android_support.py \
    msilib _osx_support.py ctypes/macholib)
 find "$lib" -name __pycache__ -prune -exec rm -rf {} +
 find "$lib" -type d \( -name test -o -name tests \) -prune -exec rm -rf {} +
 mkdir -p "$lib/lib-dynload"
-"$native/python" -E -s -m compileall -q -j1 --invalidation-mode unchecked-hash -d /usr/local/lib/python3.13 \
+# PYTHONHASHSEED=0: frozenset constants are marshalled in hash order, which is otherwise random per process.
+PYTHONHASHSEED=0 "$native/python" -E -s -m compileall -q -j1 --invalidation-mode unchecked-hash -d /usr/local/lib/python3.13 \
    -x '/(lib2to3|test)/' "$lib" >/dev/null || true
 "$native/python" -E -s "$here/tools/mkzip.py" "$lib" "$stage/stdlib.zip"
 
