@@ -18,13 +18,14 @@ repo=$(cd "$here/.." && pwd)
 . "$here/versions.env"
 export SOURCE_DATE_EPOCH LC_ALL=C TZ=UTC
 
-out="$repo/assets"; variant=optimized; install=1; work=""
+out="$repo/assets"; variant=optimized; install=1; work=""; reship=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2;;
     --work) work=$2; shift 2;;
     --variant) variant=$2; shift 2;;
     --no-install) install=0; shift;;
+    --reship) reship=1; shift;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2;;
   esac
 done
@@ -83,6 +84,25 @@ export AR=llvm-ar-19 RANLIB=llvm-ranlib-19 READELF=llvm-readelf-19 STRIP=llvm-st
 # configure looks llvm-ar up on PATH (bookworm has llvm-ar 14 there, too old for LLVM 19 bitcode): an absolute path wins
 export LLVM_AR=/usr/bin/llvm-ar-19 LLVM_PROFDATA=/usr/bin/llvm-profdata-19
 
+native="$work/native"; stage="$work/stage"
+ship() {
+  gzip -9 -n -c "$stage/python.wasm" > "$out/python.wasm.gz"
+  mkdir -p "$out/uninstrumented"
+  gzip -9 -n -c "$stage/python-uninstrumented.wasm" > "$out/uninstrumented/python.wasm.gz"
+  cp "$stage/stdlib.zip" "$stage/tzdata.zip" "$out/"
+  "$native/python" -E -s "$here/tools/buildinfo.py" --variant "$variant" --versions "$here/versions.env" \
+    --stage "$stage" --out "$out" --instrument "$stage/instrument.json" --cflags "$OPTC" \
+    --configure "$PYMALLOC $LTO_CONF" --measured "$here/MEASURED" > "$out/BUILDINFO"
+  (cd "$out" && sha256sum python.wasm.gz stdlib.zip tzdata.zip BUILDINFO uninstrumented/python.wasm.gz > SHA256SUMS)
+}
+
+# --reship: regenerate BUILDINFO (e.g. after pyruntime/MEASURED changed) and SHA256SUMS from the last build's
+# stage, without rebuilding.
+if [ "$reship" = 1 ]; then
+  [ -f "$stage/python.wasm" ] || { echo "build.sh: --reship needs a previous build in $work" >&2; exit 1; }
+  ship; log "reshipped -> $out"; exit 0
+fi
+
 # --- C libraries for wasm -------------------------------------------------------------------------------------
 deps="$work/deps"; rm -rf "$deps"; mkdir -p "$deps/include" "$deps/lib"
 DEPCFLAGS="$OPTC $MAP -D_WASI_EMULATED_GETPID -D_WASI_EMULATED_MMAN -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOCKS"
@@ -103,7 +123,6 @@ log "sqlite (amalgamation made natively)"
         -c sqlite3.c -o sqlite3.o && llvm-ar-19 rcsD "$deps/lib/libsqlite3.a" sqlite3.o && cp sqlite3.h "$deps/include/")
 
 # --- native build Python (same version; runs the build's Python steps) ---------------------------------------
-native="$work/native"
 if [ ! -x "$native/python" ]; then
   log "native build python"
   rm -rf "$native"; mkdir -p "$native"
@@ -155,7 +174,7 @@ MK
 
 # --- instrument, strip, check imports -----------------------------------------------------------------------
 log "instrument"
-stage="$work/stage"; rm -rf "$stage"; mkdir -p "$stage"
+rm -rf "$stage"; mkdir -p "$stage"
 llvm-strip-19 --strip-all -o "$stage/python-uninstrumented.wasm" "$cross/python-reactor.wasm"
 (cd "$repo" && go run ./pyruntime/cmd/wasm-instrument -stats-json "$stage/instrument.json" \
    "$stage/python-uninstrumented.wasm" "$stage/python.wasm")
@@ -187,13 +206,6 @@ find "$zi" -type l | while read -r l; do t=$(readlink -f "$l"); rm "$l"; cp "$t"
 "$native/python" -E -s "$here/tools/mkzip.py" "$zi" "$stage/tzdata.zip"
 
 # --- ship -------------------------------------------------------------------------------------------------------
-gzip -9 -n -c "$stage/python.wasm" > "$out/python.wasm.gz"
-mkdir -p "$out/uninstrumented"
-gzip -9 -n -c "$stage/python-uninstrumented.wasm" > "$out/uninstrumented/python.wasm.gz"
-cp "$stage/stdlib.zip" "$stage/tzdata.zip" "$out/"
+ship
 t1=$(date +%s)
-"$native/python" -E -s "$here/tools/buildinfo.py" --variant "$variant" --versions "$here/versions.env" \
-  --stage "$stage" --out "$out" --instrument "$stage/instrument.json" --cflags "$OPTC" \
-  --configure "$PYMALLOC $LTO_CONF" --measured "$here/MEASURED" > "$out/BUILDINFO"
-(cd "$out" && sha256sum python.wasm.gz stdlib.zip tzdata.zip BUILDINFO uninstrumented/python.wasm.gz > SHA256SUMS)
 log "done in $((t1 - t0)) s -> $out"
