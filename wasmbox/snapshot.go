@@ -53,20 +53,25 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	if m, ok := it.snapMods[sp]; ok {
 		return m, nil
 	}
-	wasm, err := wasmbin.RewriteForSnapshot(it.wasm, map[string]uint64{
-		hostfuncs.ExportStackPtr: sp,
-		hostfuncs.ExportFuel:     hostfuncs.TickInterval,
-	}, 0, []string{hostfuncs.ExportInitialize})
+	globals := map[string]uint64{hostfuncs.ExportStackPtr: sp}
+	m, err := wasmbin.Decode(it.wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
-	m, err := it.eng.Compile(context.WithoutCancel(ctx), wasm)
+	if _, ok := m.Export(hostfuncs.ExportFuel); ok { // absent only from the uninstrumented build (bench/)
+		globals[hostfuncs.ExportFuel] = hostfuncs.TickInterval
+	}
+	wasm, err := wasmbin.RewriteForSnapshot(it.wasm, globals, 0, []string{hostfuncs.ExportInitialize})
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
+	}
+	mod, err := it.eng.Compile(context.WithoutCancel(ctx), wasm)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
 	if it.snapMods == nil {
 		it.snapMods = map[uint64]engine.Module{}
 	}
-	it.snapMods[sp] = m
-	return m, nil
+	it.snapMods[sp] = mod
+	return mod, nil
 }
