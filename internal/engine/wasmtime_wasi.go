@@ -256,10 +256,12 @@ func newWASI(cfg InstanceConfig) (*wasiState, error) {
 	for _, mt := range cfg.Mounts {
 		var fsys experimentalsys.FS
 		switch {
+		case mt.SysFS != nil && mt.ReadOnly:
+			fsys = &sysfs.ReadFS{FS: mt.SysFS}
 		case mt.SysFS != nil:
 			fsys = mt.SysFS
 		case mt.FS != nil:
-			// ReadFS refuses every write flag with EROFS at open.
+			// ReadFS refuses every write flag at open.
 			fsys = &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: mt.FS}}
 		default:
 			return nil, fmt.Errorf("engine: mount %s has no file system", mt.GuestPath)
