@@ -41,7 +41,7 @@ type interp struct {
 	snapMods map[uint64]engine.Module
 }
 
-type interpKey struct{ sha, cacheDir string }
+type interpKey struct{ sha, cacheDir, engine string }
 
 var (
 	interpMu    sync.Mutex
@@ -55,7 +55,7 @@ type interpEntry struct {
 }
 
 // loadInterp compiles the embedded interpreter once per process (per compile-cache directory).
-func loadInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) (*interp, error) {
+func loadInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir string) (*interp, error) {
 	if a == nil {
 		var err error
 		if a, err = assets.Load(); err != nil {
@@ -65,7 +65,7 @@ func loadInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) (*i
 	if len(a.Wasm) == 0 || len(a.Stdlib) == 0 {
 		return nil, fmt.Errorf("%w: the interpreter has no wasm or no stdlib", ErrInterpreter)
 	}
-	key := interpKey{a.WasmSHA256, cacheDir}
+	key := interpKey{a.WasmSHA256, cacheDir, engineName}
 	interpMu.Lock()
 	e, ok := interpCache[key]
 	if !ok {
@@ -73,11 +73,11 @@ func loadInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) (*i
 		interpCache[key] = e
 	}
 	interpMu.Unlock()
-	e.once.Do(func() { e.it, e.err = compileInterp(context.WithoutCancel(ctx), a, cacheDir) })
+	e.once.Do(func() { e.it, e.err = compileInterp(context.WithoutCancel(ctx), a, engineName, cacheDir) })
 	return e.it, e.err
 }
 
-func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) (*interp, error) {
+func compileInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir string) (*interp, error) {
 	if cacheDir != "" {
 		if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 			cacheDir = "" // an unusable cache directory only costs time
@@ -92,9 +92,9 @@ func compileInterp(ctx context.Context, a *assets.Interpreter, cacheDir string) 
 	if err != nil {
 		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
 	}
-	eng, err := newEngine(ctx, cacheDir)
+	eng, err := newEngine(ctx, engineName, cacheDir)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+		return nil, err
 	}
 	mod, err := eng.Compile(ctx, a.Wasm)
 	if err != nil {
@@ -152,7 +152,7 @@ func Precompile(ctx context.Context, cfg Config) error {
 			return fmt.Errorf("%w: %w", ErrInterpreter, err)
 		}
 	}
-	it, err := compileInterp(ctx, a, c.CacheDir)
+	it, err := compileInterp(ctx, a, c.Engine, c.CacheDir)
 	if err != nil {
 		return err
 	}

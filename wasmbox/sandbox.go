@@ -72,7 +72,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	if err != nil {
 		return nil, err
 	}
-	it, err := loadInterp(ctx, c.Interpreter, c.CacheDir)
+	it, err := loadInterp(ctx, c.Interpreter, c.Engine, c.CacheDir)
 	if err != nil {
 		return nil, err
 	}
@@ -227,6 +227,7 @@ func (se *Session) Close(ctx context.Context) error {
 
 // Info describes the interpreter.
 type Info struct {
+	Engine            string `json:"engine"`
 	PythonVersion     string `json:"python_version"`
 	ABIVersion        int    `json:"abi_version"`
 	InterpreterSHA256 string `json:"interpreter_sha256"`
@@ -234,5 +235,12 @@ type Info struct {
 
 // Info returns the versions of the interpreter this Sandbox runs.
 func (s *Sandbox) Info() Info {
-	return Info{PythonVersion: assets.PythonVersion, ABIVersion: hostfuncs.ABIVersion, InterpreterSHA256: s.it.sha256}
+	return Info{Engine: s.engineName(), PythonVersion: assets.PythonVersion, ABIVersion: hostfuncs.ABIVersion, InterpreterSHA256: s.it.sha256}
+}
+
+func (s *Sandbox) engineName() string {
+	if s.cfg.Engine == "" {
+		return "wazero"
+	}
+	return s.cfg.Engine
 }

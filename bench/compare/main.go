@@ -29,24 +29,25 @@ import (
 )
 
 type report struct {
-	FreshRunP50MS     float64  `json:"fresh_run_p50_ms"`
-	FreshRunP90MS     float64  `json:"fresh_run_p90_ms"`
-	NativePythonP50MS *float64 `json:"native_python_p50_ms"`
-	W1Seconds         float64  `json:"w1_seconds"`
-	W1NativeSeconds   *float64 `json:"w1_native_seconds"`
-	W1RatioVsNative   *float64 `json:"w1_ratio_vs_native"`
-	W2Seconds         float64  `json:"w2_seconds"`
-	W2NativeSeconds   *float64 `json:"w2_native_seconds"`
-	W2RatioVsNative   *float64 `json:"w2_ratio_vs_native"`
-	DeadlineOverhead  float64  `json:"deadline_overhead_ratio"`
-	ToolCallUS        *float64 `json:"tool_call_us"`
-	RSSPerSandboxMiB  float64  `json:"rss_per_sandbox_mib"`
-	NewProcessP50MS   *float64 `json:"new_process_first_result_p50_ms"`
-	RunsPerSec        float64  `json:"runs_per_sec"`
-	NativePython      string   `json:"native_python"`
-	Skipped           []string `json:"skipped"`
-	Cores             int      `json:"cores"`
-	Quick             bool     `json:"quick"`
+	FreshRunP50MS     float64              `json:"fresh_run_p50_ms"`
+	FreshRunP90MS     float64              `json:"fresh_run_p90_ms"`
+	NativePythonP50MS *float64             `json:"native_python_p50_ms"`
+	W1Seconds         float64              `json:"w1_seconds"`
+	W1NativeSeconds   *float64             `json:"w1_native_seconds"`
+	W1RatioVsNative   *float64             `json:"w1_ratio_vs_native"`
+	W2Seconds         float64              `json:"w2_seconds"`
+	W2NativeSeconds   *float64             `json:"w2_native_seconds"`
+	W2RatioVsNative   *float64             `json:"w2_ratio_vs_native"`
+	DeadlineOverhead  float64              `json:"deadline_overhead_ratio"`
+	ToolCallUS        *float64             `json:"tool_call_us"`
+	RSSPerSandboxMiB  float64              `json:"rss_per_sandbox_mib"`
+	NewProcessP50MS   *float64             `json:"new_process_first_result_p50_ms"`
+	RunsPerSec        float64              `json:"runs_per_sec"`
+	NativePython      string               `json:"native_python"`
+	Engines           map[string]engineRow `json:"engines"`
+	Skipped           []string             `json:"skipped"`
+	Cores             int                  `json:"cores"`
+	Quick             bool                 `json:"quick"`
 }
 
 func main() {
@@ -113,6 +114,17 @@ func run(quick, asJSON bool) error {
 		r.Skipped = append(r.Skipped, "deadline overhead: "+err.Error())
 	}
 	logf("W1 %.3f s, W2 %.3f s, deadline overhead ×%.3f", r.W1Seconds, r.W2Seconds, r.DeadlineOverhead)
+
+	// Every engine built in, side by side (wasmtime needs -tags wasmtime).
+	r.Engines = map[string]engineRow{}
+	for _, name := range wasmbox.Engines() {
+		row, err := engineNumbers(ctx, name, reps, w0n/2)
+		if err != nil {
+			r.Skipped = append(r.Skipped, "engine "+name+": "+err.Error())
+			continue
+		}
+		r.Engines[name] = row
+	}
 
 	// Native CPython.
 	if py := findPython(); py != "" {
@@ -318,6 +330,17 @@ func printTable(r report) {
 	fmt.Printf("%-44s %-22s %-14s %s\n", "W3 tool call through the Gate", f(r.ToolCallUS, "%.2f µs"), "", "P5 ≤ 2 µs")
 	fmt.Printf("%-44s %-22s %-14s %s\n", "W4 PSS per live idle sandbox", fmt.Sprintf("%.2f MiB", r.RSSPerSandboxMiB), "", "P6 ≤ 2 MiB")
 	fmt.Printf("%-44s %-22s %-14s %s\n", "W5 trivial runs/s, all cores", fmt.Sprintf("%.0f", r.RunsPerSec), "", "P7 ≥ 1,500")
+	for _, name := range sortedKeys(r.Engines) {
+		e := r.Engines[name]
+		ratio := func(v float64, n *float64) string {
+			if n == nil {
+				return ""
+			}
+			return fmt.Sprintf(" (×%.2f native)", v / *n)
+		}
+		fmt.Printf("engine %-9s fresh run p50 %.2f ms · W1 %.3f s%s · W2 %.3f s%s\n", name, e.FreshRunP50MS,
+			e.W1Seconds, ratio(e.W1Seconds, r.W1NativeSeconds), e.W2Seconds, ratio(e.W2Seconds, r.W2NativeSeconds))
+	}
 	for _, s := range r.Skipped {
 		fmt.Println("skipped:", s)
 	}
@@ -353,4 +376,43 @@ func newProcessMillis(ctx context.Context, n int) (float64, error) {
 		}
 	}
 	return pct(ts, 50), nil
+}
+
+type engineRow struct {
+	FreshRunP50MS float64 `json:"fresh_run_p50_ms"`
+	W1Seconds     float64 `json:"w1_seconds"`
+	W2Seconds     float64 `json:"w2_seconds"`
+}
+
+func engineNumbers(ctx context.Context, name string, reps, runs int) (engineRow, error) {
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Engine: name})
+	if err != nil {
+		return engineRow{}, err
+	}
+	defer sb.Close(ctx)
+	var lat []time.Duration
+	for i := 0; i < runs+3; i++ {
+		t := time.Now()
+		if _, err := sb.Run(ctx, "print(1)"); err != nil {
+			return engineRow{}, err
+		}
+		if i >= 3 {
+			lat = append(lat, time.Since(t))
+		}
+	}
+	row := engineRow{FreshRunP50MS: pct(lat, 50)}
+	if row.W1Seconds, err = guestTime(ctx, sb, bench.W1, reps); err != nil {
+		return row, err
+	}
+	row.W2Seconds, err = guestTime(ctx, sb, bench.W2, reps)
+	return row, err
+}
+
+func sortedKeys(m map[string]engineRow) []string {
+	var keys []string
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

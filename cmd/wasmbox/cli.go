@@ -110,6 +110,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	writeback := fs.Bool("writeback", false, "write changed files back to --workspace DIR after the run")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object on stdout")
 	code := fs.String("c", "", "program passed as a string")
+	engineName := fs.String("engine", "", "WebAssembly engine: "+strings.Join(wasmbox.Engines(), " or ")+" (default wazero)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
 	}
@@ -149,7 +150,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if *timeout <= 0 {
 		return usage("--timeout must be positive")
 	}
-	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: mem, Env: env}
+	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: mem, Env: env, Engine: *engineName}
 	if !*asJSON {
 		cfg.Stdout, cfg.Stderr = stdout, stderr
 	}
