@@ -91,8 +91,8 @@ ship() {
   gzip -9 -n -c "$stage/python-uninstrumented.wasm" > "$out/uninstrumented/python.wasm.gz"
   cp "$stage/stdlib.zip" "$stage/tzdata.zip" "$out/"
   "$native/python" -E -s "$here/tools/buildinfo.py" --variant "$variant" --versions "$here/versions.env" \
-    --stage "$stage" --out "$out" --instrument "$stage/instrument.json" --cflags "$OPTC" \
-    --configure "$PYMALLOC $LTO_CONF" --measured "$here/MEASURED" > "$out/BUILDINFO"
+    --stage "$stage" --out "$out" --instrument "$stage/instrument.json" --cflags="$OPTC" \
+    --configure="$PYMALLOC $LTO_CONF" --measured "$here/MEASURED" > "$out/BUILDINFO"
   (cd "$out" && sha256sum python.wasm.gz stdlib.zip tzdata.zip BUILDINFO uninstrumented/python.wasm.gz > SHA256SUMS)
 }
 
