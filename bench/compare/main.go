@@ -23,6 +23,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/assets/uninstrumented"
 	"github.com/wasmbox/wasmbox/bench"
 	"github.com/wasmbox/wasmbox/wasmbox"
@@ -53,7 +54,15 @@ type report struct {
 func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions (under a minute)")
 	asJSON := flag.Bool("json", false, "print one JSON object")
+	against := flag.String("against", "", "also time W1/W2 on the interpreter built in DIR (e.g. pyruntime/build.sh --variant plain --out DIR) and print the ratios")
 	flag.Parse()
+	if *against != "" {
+		if err := compareBuilds(context.Background(), *against, *quick); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(*quick, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
@@ -415,4 +424,59 @@ func sortedKeys(m map[string]engineRow) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// compareBuilds times W1 and W2 on the shipped interpreter and on the one in dir, interleaved, and prints the
+// medians and ratios (how the build flags are confirmed: pyruntime/MEASURED).
+func compareBuilds(ctx context.Context, dir string, quick bool) error {
+	read := func(name string) ([]byte, error) { return os.ReadFile(dir + "/" + name) }
+	gz, err := read("python.wasm.gz")
+	if err != nil {
+		return err
+	}
+	wasm, err := assets.Gunzip(gz)
+	if err != nil {
+		return err
+	}
+	stdlib, err := read("stdlib.zip")
+	if err != nil {
+		return err
+	}
+	tz, err := read("tzdata.zip")
+	if err != nil {
+		return err
+	}
+	other, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: &assets.Interpreter{Wasm: wasm, WasmSHA256: "against:" + dir, Stdlib: stdlib, TZData: tz}})
+	if err != nil {
+		return err
+	}
+	defer other.Close(ctx)
+	shipped, err := wasmbox.New(ctx, wasmbox.Config{})
+	if err != nil {
+		return err
+	}
+	defer shipped.Close(ctx)
+	reps := 7
+	if quick {
+		reps = 3
+	}
+	for _, w := range []struct{ name, code string }{{"W1", bench.W1}, {"W2", bench.W2}} {
+		var a, b []float64
+		for range reps {
+			x, err := guestTime(ctx, shipped, w.code, 1)
+			if err != nil {
+				return err
+			}
+			y, err := guestTime(ctx, other, w.code, 1)
+			if err != nil {
+				return err
+			}
+			a, b = append(a, x), append(b, y)
+		}
+		slices.Sort(a)
+		slices.Sort(b)
+		ma, mb := a[len(a)/2], b[len(b)/2]
+		fmt.Printf("%s: shipped %.3f s, %s %.3f s: the shipped build takes ×%.2f the time (%.0f%% faster)\n", w.name, ma, dir, mb, ma/mb, (mb/ma-1)*100)
+	}
+	return nil
 }
