@@ -13,7 +13,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
-	"embed"
+	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,8 +23,24 @@ import (
 	"sync"
 )
 
-//go:embed python.wasm.gz stdlib.zip tzdata.zip BUILDINFO SHA256SUMS
-var files embed.FS
+// The artifacts are embedded as byte slices, not read from an embed.FS: ReadFile would copy 15 MB at every
+// process start.
+var (
+	//go:embed python.wasm.gz
+	pythonWasmGz []byte
+	//go:embed stdlib.zip
+	stdlibZip []byte
+	//go:embed tzdata.zip
+	tzdataZip []byte
+	//go:embed BUILDINFO
+	buildInfo []byte
+	//go:embed SHA256SUMS
+	sha256sums []byte
+)
+
+// files is the embedded artifacts as a file system (no copies).
+var files = bytesFS{"python.wasm.gz": pythonWasmGz, "stdlib.zip": stdlibZip, "tzdata.zip": tzdataZip,
+	"BUILDINFO": buildInfo, "SHA256SUMS": sha256sums}
 
 // ErrChecksum reports an artifact whose SHA-256 differs from SHA256SUMS.
 var ErrChecksum = errors.New("assets: checksum mismatch")
@@ -129,7 +145,19 @@ func Gunzip(b []byte) ([]byte, error) {
 }
 
 // SHA256SUMS returns the embedded checksum list.
-func SHA256SUMS() []byte {
-	b, _ := files.ReadFile("SHA256SUMS")
-	return b
+func SHA256SUMS() []byte { return append([]byte(nil), sha256sums...) }
+
+// bytesFS serves in-memory files; ReadFile returns them without copying (callers must not modify them).
+type bytesFS map[string][]byte
+
+func (b bytesFS) Open(name string) (fs.File, error) {
+	return nil, &fs.PathError{Op: "open", Path: name, Err: fs.ErrInvalid} // only ReadFile is used
+}
+
+func (b bytesFS) ReadFile(name string) ([]byte, error) {
+	d, ok := b[name]
+	if !ok {
+		return nil, &fs.PathError{Op: "read", Path: name, Err: fs.ErrNotExist}
+	}
+	return d, nil
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io/fs"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -38,7 +37,7 @@ func copyFS(t *testing.T) fstest.MapFS {
 	t.Helper()
 	m := fstest.MapFS{}
 	for _, n := range []string{"python.wasm.gz", "stdlib.zip", "tzdata.zip", "BUILDINFO", "SHA256SUMS"} {
-		b, err := fs.ReadFile(files, n)
+		b, err := files.ReadFile(n)
 		if err != nil {
 			t.Fatal(err)
 		}

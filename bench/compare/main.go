@@ -138,6 +138,9 @@ func run(quick, asJSON bool) error {
 	// Native CPython.
 	if py := findPython(); py != "" {
 		r.NativePython = py
+		if out, err := exec.Command(py, "-c", "import sys; print(sys.version.split()[0])").Output(); err == nil {
+			r.NativePython += " (" + strings.TrimSpace(string(out)) + ")"
+		}
 		var starts []time.Duration
 		for i := 0; i < max(reps*4, 10); i++ {
 			t := time.Now()
@@ -231,7 +234,11 @@ func guestTime(ctx context.Context, sb *wasmbox.Sandbox, w string, reps int) (fl
 	return ts[len(ts)/2], nil
 }
 
+// findPython prefers $WASMBOX_NATIVE_PYTHON, then python3.13, then python3 (the version is reported).
 func findPython() string {
+	if p := os.Getenv("WASMBOX_NATIVE_PYTHON"); p != "" {
+		return p
+	}
 	for _, n := range []string{"python3.13", "python3"} {
 		if p, err := exec.LookPath(n); err == nil {
 			if exec.Command(p, "-c", "pass").Run() == nil {
