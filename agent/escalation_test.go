@@ -1,14 +1,10 @@
 package agent_test
 
 import (
-	"archive/zip"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -19,6 +15,7 @@ import (
 	"github.com/wasmbox/wasmbox/escalate"
 	"github.com/wasmbox/wasmbox/wasmbox"
 	"github.com/wasmbox/wasmbox/wheels"
+	"github.com/wasmbox/wasmbox/wheels/wheeltest"
 )
 
 // nativeWheel writes a one-module wheel tagged for CPython 3.11 on this machine's manylinux platform: "native"
@@ -30,31 +27,9 @@ func nativeWheel(t *testing.T, dir, name, version, module, source string) string
 	if arch == "" {
 		arch = runtime.GOARCH
 	}
-	tag := "cp311-cp311-manylinux_2_17_" + arch
-	file := fmt.Sprintf("%s-%s-%s.whl", name, version, tag)
-	f, err := os.Create(filepath.Join(dir, file))
+	file, err := wheeltest.Wheel{Name: name, Version: version, Tag: "cp311-cp311-manylinux_2_17_" + arch,
+		Files: map[string]string{module + ".py": source}}.Write(dir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zw := zip.NewWriter(f)
-	info := name + "-" + version + ".dist-info"
-	files := map[string]string{
-		module + ".py":     source,
-		info + "/METADATA": fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version),
-		info + "/WHEEL":    "Wheel-Version: 1.0\nGenerator: wasmbox-test\nRoot-Is-Purelib: false\nTag: " + tag + "\n",
-	}
-	var record strings.Builder
-	for p, body := range files {
-		w, _ := zw.Create(p)
-		w.Write([]byte(body))
-		sum := sha256.Sum256([]byte(body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(body))
-	}
-	record.WriteString(info + "/RECORD,,\n")
-	w, _ := zw.Create(info + "/RECORD")
-	w.Write([]byte(record.String()))
-	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return file

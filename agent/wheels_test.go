@@ -1,12 +1,7 @@
 package agent_test
 
 import (
-	"archive/zip"
-	"crypto/sha256"
-	"encoding/base64"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -14,34 +9,13 @@ import (
 	"github.com/wasmbox/wasmbox/agent/agenttest"
 	"github.com/wasmbox/wasmbox/wasmbox"
 	"github.com/wasmbox/wasmbox/wheels"
+	"github.com/wasmbox/wasmbox/wheels/wheeltest"
 )
 
 // pureWheel writes a one-module py3-none-any wheel.
 func pureWheel(t *testing.T, dir, name, version, module, source string) {
 	t.Helper()
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-py3-none-any.whl", name, version)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zw := zip.NewWriter(f)
-	info := name + "-" + version + ".dist-info"
-	files := map[string]string{
-		module + ".py":     source,
-		info + "/METADATA": fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version),
-		info + "/WHEEL":    "Wheel-Version: 1.0\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
-	}
-	var record strings.Builder
-	for p, body := range files {
-		w, _ := zw.Create(p)
-		w.Write([]byte(body))
-		sum := sha256.Sum256([]byte(body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", p, base64.RawURLEncoding.EncodeToString(sum[:]), len(body))
-	}
-	record.WriteString(info + "/RECORD,,\n")
-	w, _ := zw.Create(info + "/RECORD")
-	w.Write([]byte(record.String()))
-	if err := zw.Close(); err != nil {
+	if _, err := (wheeltest.Wheel{Name: name, Version: version, Files: map[string]string{module + ".py": source}}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
 }

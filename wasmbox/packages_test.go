@@ -1,50 +1,19 @@
 package wasmbox_test
 
 import (
-	"archive/zip"
 	"context"
-	"crypto/sha256"
-	"encoding/base64"
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/wasmbox/wasmbox/wasmbox"
 	"github.com/wasmbox/wasmbox/wheels"
+	"github.com/wasmbox/wasmbox/wheels/wheeltest"
 )
 
 // writeWheel writes a pure-Python wheel NAME-VERSION-py3-none-any.whl with the given module files.
 func writeWheel(t *testing.T, dir, name, version string, requires []string, files map[string]string) {
 	t.Helper()
-	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%s-py3-none-any.whl", name, version)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zw := zip.NewWriter(f)
-	info := fmt.Sprintf("%s-%s.dist-info", name, version)
-	meta := fmt.Sprintf("Metadata-Version: 2.1\nName: %s\nVersion: %s\n", name, version)
-	for _, r := range requires {
-		meta += "Requires-Dist: " + r + "\n"
-	}
-	all := map[string]string{info + "/METADATA": meta, info + "/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n"}
-	for k, v := range files {
-		all[k] = v
-	}
-	var record strings.Builder
-	for path, body := range all {
-		w, _ := zw.Create(path)
-		w.Write([]byte(body))
-		sum := sha256.Sum256([]byte(body))
-		fmt.Fprintf(&record, "%s,sha256=%s,%d\n", path, base64.RawURLEncoding.EncodeToString(sum[:]), len(body))
-	}
-	record.WriteString(info + "/RECORD,,\n")
-	w, _ := zw.Create(info + "/RECORD")
-	w.Write([]byte(record.String()))
-	if err := zw.Close(); err != nil {
+	if _, err := (wheeltest.Wheel{Name: name, Version: version, Requires: requires, Files: files}).Write(dir); err != nil {
 		t.Fatal(err)
 	}
 }
