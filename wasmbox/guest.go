@@ -194,7 +194,11 @@ func (s *Sandbox) newGuestWith(ctx context.Context, ws *Workspace, packages *vfs
 // initGuest instantiates the original interpreter and initialises it (init + prepare): the state a snapshot
 // captures.
 func (s *Sandbox) initGuest(ctx context.Context) (*guest, error) {
-	g, err := s.instantiate(ctx, newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, nil), s.packages, s.it.mod,
+	mod, err := s.it.original(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.instantiate(ctx, newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, nil), s.packages, mod,
 		engine.LimitedAllocator(uint64(s.cfg.MemoryLimit)))
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/wasmbin"
 	"github.com/wasmbox/wasmbox/internal/zipfs"
 )
 
@@ -36,6 +37,12 @@ type interp struct {
 	sha256   string
 	info     string
 	wasm     []byte
+
+	engine   string
+	cacheDir string
+
+	origOnce sync.Once
+	origErr  error
 
 	snapMu   sync.Mutex
 	snapMods map[uint64]engine.Module
@@ -92,27 +99,36 @@ func compileInterp(ctx context.Context, a *assets.Interpreter, engineName, cache
 	if err != nil {
 		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
 	}
+	// The exports are checked on the decoded module: compiling it waits until an interpreter must be initialised
+	// (a snapshot saved by an earlier process makes that unnecessary).
+	m, err := wasmbin.Decode(a.Wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+	}
+	for _, n := range []string{hostfuncs.ExportInitialize, hostfuncs.ExportABIVersion, hostfuncs.ExportInit,
+		hostfuncs.ExportPrepare, hostfuncs.ExportExec, hostfuncs.ExportAlloc, hostfuncs.ExportFree, hostfuncs.ExportInterrupt} {
+		if e, ok := m.Export(n); !ok || e.Kind != wasmbin.KindFunc {
+			return nil, fmt.Errorf("%w: the interpreter does not export the function %s", ErrInterpreter, n)
+		}
+	}
 	eng, err := newEngine(ctx, engineName, cacheDir)
 	if err != nil {
 		return nil, err
 	}
-	mod, err := eng.Compile(ctx, a.Wasm)
-	if err != nil {
-		_ = eng.Close(ctx)
-		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
-	}
-	have := map[string]bool{}
-	for _, n := range mod.ExportedFunctions() {
-		have[n] = true
-	}
-	for _, n := range []string{hostfuncs.ExportInitialize, hostfuncs.ExportABIVersion, hostfuncs.ExportInit,
-		hostfuncs.ExportPrepare, hostfuncs.ExportExec, hostfuncs.ExportAlloc, hostfuncs.ExportFree, hostfuncs.ExportInterrupt} {
-		if !have[n] {
-			_ = eng.Close(ctx)
-			return nil, fmt.Errorf("%w: the interpreter does not export %s", ErrInterpreter, n)
+	return &interp{eng: eng, root: rootFS, stdlib: stdlib, zoneinfo: tz, sha256: a.WasmSHA256, info: a.BuildInfo,
+		wasm: a.Wasm, engine: engineName, cacheDir: cacheDir}, nil
+}
+
+// original compiles the interpreter as built (with its data segments), once: the module every snapshot is
+// initialised from.
+func (it *interp) original(ctx context.Context) (engine.Module, error) {
+	it.origOnce.Do(func() {
+		it.mod, it.origErr = it.eng.Compile(context.WithoutCancel(ctx), it.wasm)
+		if it.origErr != nil {
+			it.origErr = fmt.Errorf("%w: %w", ErrInterpreter, it.origErr)
 		}
-	}
-	return &interp{eng: eng, mod: mod, root: rootFS, stdlib: stdlib, zoneinfo: tz, sha256: a.WasmSHA256, info: a.BuildInfo, wasm: a.Wasm}, nil
+	})
+	return it.mod, it.origErr
 }
 
 func zipFS(b []byte) (fs.FS, error) {
@@ -156,5 +172,7 @@ func Precompile(ctx context.Context, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	return it.eng.Close(ctx)
+	defer it.eng.Close(ctx)
+	_, err = it.original(ctx)
+	return err
 }

@@ -3,6 +3,8 @@ package wasmbox
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
@@ -19,6 +21,10 @@ type snapshot struct {
 // takeSnapshot initialises an interpreter with the sandbox's configuration (driver, tools module, preloads,
 // randomness) and captures it.
 func (s *Sandbox) takeSnapshot(ctx context.Context) (*snapshot, error) {
+	key := s.snapshotKey(prepareSource(s.cfg.Preload, s.toolsModule))
+	if snap, err := s.loadSnapshot(ctx, key); err == nil {
+		return snap, nil
+	}
 	g, err := s.initGuest(ctx)
 	if err != nil {
 		return nil, err
@@ -41,6 +47,7 @@ func (s *Sandbox) takeSnapshot(ctx context.Context) (*snapshot, error) {
 		_ = image.Close()
 		return nil, err
 	}
+	s.saveSnapshot(key, mem, sp)
 	return &snapshot{mod: mod, image: image}, nil
 }
 
@@ -52,6 +59,31 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	defer it.snapMu.Unlock()
 	if m, ok := it.snapMods[sp]; ok {
 		return m, nil
+	}
+	wasm, err := it.snapshotWasm(sp)
+	if err != nil {
+		return nil, err
+	}
+	mod, err := it.eng.Compile(context.WithoutCancel(ctx), wasm)
+	if err != nil {
+		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
+	}
+	if it.snapMods == nil {
+		it.snapMods = map[uint64]engine.Module{}
+	}
+	it.snapMods[sp] = mod
+	return mod, nil
+}
+
+// snapshotWasm rewrites the interpreter for snapshots, or reads the rewrite an earlier process saved next to the
+// compilation cache (it depends only on the interpreter and the stack pointer).
+func (it *interp) snapshotWasm(sp uint64) ([]byte, error) {
+	var path string
+	if it.cacheDir != "" {
+		path = filepath.Join(it.cacheDir, "snapshots", fmt.Sprintf("module-%s-%d.wasm", it.sha256, sp))
+		if b, err := os.ReadFile(path); err == nil {
+			return b, nil
+		}
 	}
 	globals := map[string]uint64{hostfuncs.ExportStackPtr: sp}
 	m, err := wasmbin.Decode(it.wasm)
@@ -65,13 +97,14 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
-	mod, err := it.eng.Compile(context.WithoutCancel(ctx), wasm)
-	if err != nil {
-		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
+	if path != "" && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
+		if f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*"); err == nil {
+			_, werr := f.Write(wasm)
+			if cerr := f.Close(); werr == nil && cerr == nil {
+				_ = os.Rename(f.Name(), path)
+			}
+			os.Remove(f.Name())
+		}
 	}
-	if it.snapMods == nil {
-		it.snapMods = map[uint64]engine.Module{}
-	}
-	it.snapMods[sp] = mod
-	return mod, nil
+	return wasm, nil
 }

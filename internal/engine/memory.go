@@ -69,6 +69,10 @@ type Image interface {
 // NewImage captures mem (copied; the caller may reuse it).
 func NewImage(mem []byte) (Image, error) { return newImage(mem) }
 
+// NewImageFromFile uses a file written earlier (the raw bytes of a memory) as an image. The file must not change
+// while the image is in use.
+func NewImageFromFile(path string) (Image, error) { return newImageFromFile(path) }
+
 type allocatorFunc func(max uint64) LinearMemory
 
 func (f allocatorFunc) Allocate(max uint64) LinearMemory { return f(max) }

@@ -124,6 +124,32 @@ func newImage(mem []byte) (Image, error) {
 
 func (c *cowImage) Size() uint64 { return c.size }
 
+// newImageFromFile maps a saved image: the page cache backs it, so processes that start from the same file
+// share its pages.
+func newImageFromFile(path string) (Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		f.Close()
+		return nil, fmt.Errorf("engine: image %s: empty or unreadable", path)
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	c := &cowImage{fd: fd, size: uint64(fi.Size()), pool: map[uint64][]*mmapMemory{}}
+	if c.src, err = unix.Mmap(fd, 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("engine: image %s: %w", path, err)
+	}
+	return c, nil
+}
+
 func (c *cowImage) Allocator(limit uint64) MemoryAllocator {
 	return allocatorFunc(func(max uint64) LinearMemory {
 		if max == 0 || max > limit {
