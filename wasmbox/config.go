@@ -59,8 +59,10 @@ type Config struct {
 	Time          time.Time
 	// Preload lists modules imported once when the interpreter is prepared, so runs do not pay for them.
 	Preload []string
-	// CacheDir is the on-disk compilation cache. Empty means <user cache dir>/wasmbox/compile; the cache is
-	// skipped silently if that directory cannot be created. DisableCompileCache turns it off.
+	// CacheDir is the on-disk compilation cache; it also keeps the last 16 initialised-interpreter snapshots
+	// (≈ 20–30 MB each) so a new process starts without initialising. Empty means
+	// <user cache dir>/wasmbox/compile; the cache is skipped silently if that directory cannot be created.
+	// DisableCompileCache turns both off. Keep it private to the user: it holds native code.
 	CacheDir            string
 	DisableCompileCache bool
 	// ExceptionAsError makes an uncaught Python exception also a Go error (wrapping ErrPython).
