@@ -51,9 +51,29 @@ _ERRORS = {c.__name__: c for c in (ToolException, ToolDenied, ApprovalDenied, Ap
                                    ToolLimitExceeded, ToolError, InvalidToolArguments, UnknownTool)}
 _MISSING = object()
 
-_encode = _json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
-_decode = _json.loads
+import _json as _cjson
+
+def _not_json(o):
+    raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+
+# The C encoder and scanner of the json module, built once: json.dumps/loads rebuild them on every call, which
+# cost more than the host call itself.
+_c_encode = _cjson.make_encoder({}, _not_json, _cjson.encode_basestring, None, ":", ",", False, False, False)
+_scan = _json.JSONDecoder().scan_once
 _call = _wasmbox.call
+
+def _encode(o):
+    return "".join(_c_encode(o, 0))
+
+def _decode(b):
+    s = b.decode("utf-8")
+    try:
+        value, end = _scan(s, 0)
+    except StopIteration:
+        return _json.loads(s)
+    if end != len(s) and s[end:].strip():
+        return _json.loads(s)  # raises the usual error for trailing data
+    return value
 
 def call(name, /, **kwargs):
     """Call the tool called name with keyword arguments; returns its JSON-decoded result."""
@@ -140,7 +160,7 @@ func signature(e *entry) string {
 			parts = append(parts, "*")
 			kwOnly = true
 		}
-		s := p.Name + ": " + pyType(p.Schema)
+		s := p.Name + ": " + quoteAny(pyType(p.Schema))
 		if !p.Required {
 			s += " = _MISSING"
 		}

@@ -135,3 +135,12 @@ func TestBridgeErrorTypes(t *testing.T) {
 		t.Errorf("calls %+v", calls)
 	}
 }
+
+// A parameter without a type is annotated "Any" as a string: the generated module must import nothing to load.
+func TestUntypedParameterAnnotation(t *testing.T) {
+	r := hostfuncs.NewRegistry().MustRegister(hostfuncs.Tool{Name: "echo", Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil },
+		Parameters: json.RawMessage(`{"type":"object","properties":{"v":{}},"required":["v"]}`)})
+	if got := r.Stubs(); !strings.Contains(got, `def echo(v: "Any") -> "Any":`) {
+		t.Errorf("stubs:\n%s", got)
+	}
+}

@@ -235,3 +235,29 @@ func TestToolsModuleWithoutTools(t *testing.T) {
 		t.Errorf("stdout %q", res.Stdout)
 	}
 }
+
+// Arguments and results cross as JSON: unicode and nesting survive, what JSON cannot carry is refused in Python.
+func TestToolJSONEdges(t *testing.T) {
+	echo := hostfuncs.Tool{Name: "echo", Effect: governance.ReadOnly,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"v":{}},"required":["v"]}`),
+		Handler:    func(_ context.Context, a json.RawMessage) (json.RawMessage, error) { return a, nil }}
+	sb := newSandbox(t, wasmbox.Config{Tools: hostfuncs.NewRegistry().MustRegister(echo)})
+	res := run(t, sb, `import tools, math
+v = {"s": "héllo ✓ \u2028", "n": [1, 2.5, None, True, {"deep": [[]]}], "big": 2**70}
+print(tools.echo(v=v) == {"v": v})
+for bad in (object(), math.nan, {1: 2}, b"bytes"):
+    try:
+        tools.echo(v=bad)
+        print("accepted", bad)
+    except tools.InvalidToolArguments as e:
+        print("refused")
+loop = []
+loop.append(loop)
+try:
+    tools.echo(v=loop)
+except tools.InvalidToolArguments:
+    print("refused")`)
+	if want := "True\nrefused\nrefused\naccepted {1: 2}\nrefused\nrefused\n"; res.Stdout != want {
+		t.Errorf("stdout %q, want %q (stderr %s)", res.Stdout, want, res.Stderr)
+	}
+}
