@@ -203,3 +203,18 @@ def ctypes_fails_cleanly():
     except ImportError:
         return True
 `
+
+// The interpreter runs in UTF-8 mode: WASI has no locale, and without it stdio, open() and file names were ASCII.
+func TestUTF8Everywhere(t *testing.T) {
+	sb := newSandbox(t, wasmbox.Config{})
+	res := run(t, sb, `import sys, os, locale
+print(sys.stdout.encoding, sys.getfilesystemencoding(), sys.flags.utf8_mode, locale.getpreferredencoding(False))
+open("naïve ✓.txt", "w").write("héllo ✓")
+print(open("naïve ✓.txt").read(), os.listdir("."))`)
+	if want := "utf-8 utf-8 1 utf-8\nhéllo ✓ ['naïve ✓.txt']\n"; res.Stdout != want {
+		t.Errorf("stdout %q, want %q (stderr %s)", res.Stdout, want, res.Stderr)
+	}
+	if len(res.FilesChanged) != 1 || res.FilesChanged[0].Path != "naïve ✓.txt" {
+		t.Errorf("files changed %+v", res.FilesChanged)
+	}
+}

@@ -82,6 +82,16 @@ wasmbox_init(void)
         return 1;
     }
     wasmbox_reset_clock();
+    /* UTF-8 mode: WASI has no locale, and without it stdio, open() and file names would all be ASCII. */
+    PyPreConfig preconfig;
+    PyPreConfig_InitIsolatedConfig(&preconfig);
+    preconfig.utf8_mode = 1;
+    PyStatus prestatus = Py_PreInitialize(&preconfig);
+    if (PyStatus_Exception(prestatus)) {
+        fprintf(stderr, "wasmbox_init: %s\n", prestatus.err_msg ? prestatus.err_msg : "pre-initialisation failed");
+        fflush(stderr);
+        return 2;
+    }
     PyConfig config;
     PyConfig_InitIsolatedConfig(&config);
     config.site_import = 0;          /* no site: paths are set below; saves ~11 ms per start */
