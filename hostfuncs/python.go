@@ -8,20 +8,15 @@ import (
 )
 
 // pyPrelude is the fixed part of the generated `tools` module: the exception hierarchy and the call helper.
-const pyPrelude = `"""Tools of this sandbox. Each function runs on the host, after the host's governance gate allows the call.
-
-Every failure raises a subclass of ToolException:
-  ToolDenied (ApprovalDenied, ApprovalTimeout, BudgetExceeded, ToolLimitExceeded): the call did not run.
-  ToolError (InvalidToolArguments, UnknownTool): the call ran, or was refused as malformed, and failed.
-"""
-import json as _json
-import _wasmbox
-
-class ToolException(Exception):
-    """Base class of every tool failure."""
-    def __init__(self, message, tool=None):
+// PythonExceptions is the Python source of the tool exception hierarchy (and _ERRORS, by class name), shared by
+// the generated tools module and escalate's container client so the two cannot drift apart.
+const PythonExceptions = `class ToolException(Exception):
+    """Base class of every tool failure: tool is the tool name, type the error type the host gave."""
+    def __init__(self, message, tool=None, type=None):
         super().__init__(message)
+        self.message = message
         self.tool = tool
+        self.type = type or self.__class__.__name__
 
 class ToolDenied(ToolException):
     """The host's policy refused the call; the tool did not run."""
@@ -49,6 +44,18 @@ class UnknownTool(ToolError, AttributeError):
 
 _ERRORS = {c.__name__: c for c in (ToolException, ToolDenied, ApprovalDenied, ApprovalTimeout, BudgetExceeded,
                                    ToolLimitExceeded, ToolError, InvalidToolArguments, UnknownTool)}
+`
+
+const pyPrelude = `"""Tools of this sandbox. Each function runs on the host, after the host's governance gate allows the call.
+
+Every failure raises a subclass of ToolException:
+  ToolDenied (ApprovalDenied, ApprovalTimeout, BudgetExceeded, ToolLimitExceeded): the call did not run.
+  ToolError (InvalidToolArguments, UnknownTool): the call ran, or was refused as malformed, and failed.
+"""
+import json as _json
+import _wasmbox
+
+@@EXCEPTIONS@@
 _MISSING = object()
 
 import _json as _cjson
@@ -103,7 +110,7 @@ def list_tools():
 // from the schemas.
 func (r *Registry) PythonModule() string {
 	var b strings.Builder
-	b.WriteString(pyPrelude)
+	b.WriteString(strings.Replace(pyPrelude, "@@EXCEPTIONS@@\n", PythonExceptions, 1))
 	listing := []map[string]any{}
 	r.mu.RLock()
 	defer r.mu.RUnlock()

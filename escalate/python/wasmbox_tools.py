@@ -32,54 +32,14 @@ SOCKET = os.environ.get("WASMBOX_TOOLS_SOCKET", "/run/wasmbox/tools.sock")
 _MAX_RESPONSE = 16 << 20
 
 
-class ToolException(Exception):
-    """Base class of every error of a tool call. ``type`` is the host's error type, ``tool`` the tool's name."""
-
-    def __init__(self, message, tool=None, type=None):
-        super().__init__(message)
-        self.message = message
-        self.tool = tool
-        self.type = type or self.__class__.__name__
-
-
-class ToolDenied(ToolException):
-    """The host's policy refused the call; the tool did not run."""
-
-
-class ApprovalDenied(ToolDenied):
-    """The call needed approval and was refused."""
-
-
-class ApprovalTimeout(ApprovalDenied):
-    """The call needed approval and none came in time."""
-
-
-class BudgetExceeded(ToolDenied):
-    """A budget of the run would be exceeded; the tool did not run."""
-
-
-class ToolLimitExceeded(ToolDenied):
-    """The run's hard limit on tool calls is reached; no further call will run."""
-
-
-class ToolError(ToolException):
-    """The tool ran and failed; the message is the tool's."""
-
-
-class InvalidToolArguments(ToolError, TypeError):
-    """The arguments do not match the tool's parameters."""
-
-
-class UnknownTool(ToolError, AttributeError):
-    """No tool has this name."""
+# @@EXCEPTIONS@@ (replaced by hostfuncs.PythonExceptions when the client is embedded)
 
 
 class ProtocolError(ToolException):
     """The host could not be reached or its answer could not be read."""
 
 
-_TYPES = {c.__name__: c for c in (ToolException, ToolDenied, ApprovalDenied, ApprovalTimeout, BudgetExceeded,
-                                   ToolLimitExceeded, ToolError, InvalidToolArguments, UnknownTool, ProtocolError)}
+_TYPES = dict(_ERRORS, ProtocolError=ProtocolError)
 
 _lock = threading.Lock()
 _conn = None
