@@ -323,3 +323,16 @@ final_answer({"exit_code": r["exit_code"], "stderr": r["stderr"], "syntax": [s["
 		t.Errorf("syntax error run: %v", syn)
 	}
 }
+
+func TestToolkitRefusesEscalation(t *testing.T) {
+	sb, err := wasmbox.New(context.Background(), wasmbox.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(context.Background())
+	gate, _ := wasmbox.DefaultGate()
+	_, err = agent.NewToolkit(context.Background(), sb, gate, nil, agent.WithEscalation(agent.EscalationConfig{Image: "x"}))
+	if !errors.Is(err, agent.ErrInvalidOption) {
+		t.Fatalf("err = %v; want ErrInvalidOption", err)
+	}
+}

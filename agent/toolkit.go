@@ -60,6 +60,10 @@ func NewToolkit(ctx context.Context, sb *wasmbox.Sandbox, gate *governance.Gate,
 	if err != nil {
 		return nil, err
 	}
+	if o.escalation != nil {
+		// Its install_package would point the model at run_in_container, which only the code-action agent has.
+		return nil, fmt.Errorf("%w: WithEscalation is for the code-action agent (New); the Toolkit has no run_in_container", ErrInvalidOption)
+	}
 	if ws == nil {
 		ws = wasmbox.NewWorkspace(0, 0)
 	}
