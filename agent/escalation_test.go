@@ -331,8 +331,17 @@ func TestToolkitRefusesEscalation(t *testing.T) {
 	}
 	defer sb.Close(context.Background())
 	gate, _ := wasmbox.DefaultGate()
-	_, err = agent.NewToolkit(context.Background(), sb, gate, nil, agent.WithEscalation(agent.EscalationConfig{Image: "x"}))
+	_, err = agent.NewToolkit(context.Background(), sb, gate, nil, agent.WithEscalation(agent.EscalationConfig{Image: "x", Backend: unusedBackend{}}))
 	if !errors.Is(err, agent.ErrInvalidOption) {
 		t.Fatalf("err = %v; want ErrInvalidOption", err)
 	}
 }
+
+// unusedBackend only makes an EscalationConfig complete; nothing may run on it.
+type unusedBackend struct{}
+
+func (unusedBackend) Run(context.Context, escalate.Job) (*escalate.Result, error) {
+	panic("unusedBackend.Run called")
+}
+func (unusedBackend) Name() string { return "unused" }
+func (unusedBackend) Close() error { return nil }
