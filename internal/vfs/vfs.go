@@ -603,39 +603,35 @@ func isPrefix(p, q []string) bool {
 // Rmdir implements sys.FS: ENOTDIR for a file, ENOTEMPTY for a non-empty
 // directory, EINVAL for the root.
 func (f *FS) Rmdir(path string) sys.Errno {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	parts, _, errno := parsePath(path)
-	if errno != 0 {
-		return errno
-	}
-	if len(parts) == 0 {
-		return sys.EINVAL
-	}
-	dir, name, errno := f.lookupParent(parts)
-	if errno != 0 {
-		return errno
-	}
-	n, ok := dir.children[name]
-	switch {
-	case !ok:
-		return sys.ENOENT
-	case !n.isDir():
-		return sys.ENOTDIR
-	case len(n.children) > 0:
-		return sys.ENOTEMPTY
-	}
-	now := f.nowNanos()
-	delete(dir.children, name)
-	f.unlinkNode(n, now)
-	f.touchDir(dir, now)
-	return 0
+	return f.remove(path, sys.EINVAL, func(n *node, _ bool) sys.Errno {
+		switch {
+		case !n.isDir():
+			return sys.ENOTDIR
+		case len(n.children) > 0:
+			return sys.ENOTEMPTY
+		}
+		return 0
+	})
 }
 
 // Unlink implements sys.FS: EISDIR for a directory (as Linux does). An
 // unlinked file that is still open stays readable and writable through its
 // handles and stays charged to the quotas until the last handle closes.
 func (f *FS) Unlink(path string) sys.Errno {
+	return f.remove(path, sys.EISDIR, func(n *node, slash bool) sys.Errno {
+		switch {
+		case n.isDir():
+			return sys.EISDIR
+		case slash:
+			return sys.ENOTDIR
+		}
+		return 0
+	})
+}
+
+// remove is Rmdir and Unlink: it finds path's entry (rootErr for the root, ENOENT if absent), lets check refuse
+// it, then removes it.
+func (f *FS) remove(path string, rootErr sys.Errno, check func(n *node, trailingSlash bool) sys.Errno) sys.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	parts, slash, errno := parsePath(path)
@@ -643,20 +639,18 @@ func (f *FS) Unlink(path string) sys.Errno {
 		return errno
 	}
 	if len(parts) == 0 {
-		return sys.EISDIR
+		return rootErr
 	}
 	dir, name, errno := f.lookupParent(parts)
 	if errno != 0 {
 		return errno
 	}
 	n, ok := dir.children[name]
-	switch {
-	case !ok:
+	if !ok {
 		return sys.ENOENT
-	case n.isDir():
-		return sys.EISDIR
-	case slash:
-		return sys.ENOTDIR
+	}
+	if errno := check(n, slash); errno != 0 {
+		return errno
 	}
 	now := f.nowNanos()
 	delete(dir.children, name)
