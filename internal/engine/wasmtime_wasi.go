@@ -846,77 +846,57 @@ func wasiFdFilestatSetTimes(w *wasiState, _ guestMem, a wasiArgs) experimentalsy
 	return errno
 }
 
-func wasiFdRead(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno {
+// fdIO is fd_read/fd_pread/fd_write/fd_pwrite: it applies io to each iovec of (fd, iovs, iovs_len) and stores
+// the total at the pointer in argument resultArg. io reports whether the next buffer may follow (a short read
+// ends the call).
+func fdIO(w *wasiState, m guestMem, a wasiArgs, resultArg int, io func(f experimentalsys.File, b []byte) (int, bool, experimentalsys.Errno)) experimentalsys.Errno {
 	return w.withFile(a.i32(0), func(f experimentalsys.File) experimentalsys.Errno {
-		n, errno := iovecs(m, a.u32(1), a.u32(2), func(b []byte) (int, bool, experimentalsys.Errno) {
-			if len(b) == 0 {
-				return 0, true, 0
-			}
-			n, errno := f.Read(b)
-			return n, n == len(b), errno
-		})
+		n, errno := iovecs(m, a.u32(1), a.u32(2), func(b []byte) (int, bool, experimentalsys.Errno) { return io(f, b) })
 		if errno != 0 {
 			return errno
 		}
-		if !m.putU32(a.u32(3), n) {
+		if !m.putU32(a.u32(resultArg), n) {
 			return experimentalsys.EFAULT
 		}
 		return 0
+	})
+}
+
+func wasiFdRead(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno {
+	return fdIO(w, m, a, 3, func(f experimentalsys.File, b []byte) (int, bool, experimentalsys.Errno) {
+		if len(b) == 0 {
+			return 0, true, 0
+		}
+		n, errno := f.Read(b)
+		return n, n == len(b), errno
 	})
 }
 
 func wasiFdPread(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno {
 	off := int64(a.u64(3))
-	return w.withFile(a.i32(0), func(f experimentalsys.File) experimentalsys.Errno {
-		n, errno := iovecs(m, a.u32(1), a.u32(2), func(b []byte) (int, bool, experimentalsys.Errno) {
-			if len(b) == 0 {
-				return 0, true, 0
-			}
-			n, errno := f.Pread(b, off)
-			off += int64(n)
-			return n, n == len(b), errno
-		})
-		if errno != 0 {
-			return errno
+	return fdIO(w, m, a, 4, func(f experimentalsys.File, b []byte) (int, bool, experimentalsys.Errno) {
+		if len(b) == 0 {
+			return 0, true, 0
 		}
-		if !m.putU32(a.u32(4), n) {
-			return experimentalsys.EFAULT
-		}
-		return 0
+		n, errno := f.Pread(b, off)
+		off += int64(n)
+		return n, n == len(b), errno
 	})
 }
 
 func wasiFdWrite(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno {
-	return w.withFile(a.i32(0), func(f experimentalsys.File) experimentalsys.Errno {
-		n, errno := iovecs(m, a.u32(1), a.u32(2), func(b []byte) (int, bool, experimentalsys.Errno) {
-			n, errno := f.Write(b)
-			return n, true, errno
-		})
-		if errno != 0 {
-			return errno
-		}
-		if !m.putU32(a.u32(3), n) {
-			return experimentalsys.EFAULT
-		}
-		return 0
+	return fdIO(w, m, a, 3, func(f experimentalsys.File, b []byte) (int, bool, experimentalsys.Errno) {
+		n, errno := f.Write(b)
+		return n, true, errno
 	})
 }
 
 func wasiFdPwrite(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno {
 	off := int64(a.u64(3))
-	return w.withFile(a.i32(0), func(f experimentalsys.File) experimentalsys.Errno {
-		n, errno := iovecs(m, a.u32(1), a.u32(2), func(b []byte) (int, bool, experimentalsys.Errno) {
-			n, errno := f.Pwrite(b, off)
-			off += int64(n)
-			return n, true, errno
-		})
-		if errno != 0 {
-			return errno
-		}
-		if !m.putU32(a.u32(4), n) {
-			return experimentalsys.EFAULT
-		}
-		return 0
+	return fdIO(w, m, a, 4, func(f experimentalsys.File, b []byte) (int, bool, experimentalsys.Errno) {
+		n, errno := f.Pwrite(b, off)
+		off += int64(n)
+		return n, true, errno
 	})
 }
 
