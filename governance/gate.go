@@ -451,6 +451,10 @@ func (g *Gate) approve(ctx context.Context, req ApprovalRequest) (Decision, erro
 	if g.approver == nil {
 		return deny(ErrApprovalDenied, nil, "gate", "approval required but no approver is configured")
 	}
+	if p := deadlinePauser(ctx); p != nil {
+		resume := p.PauseDeadline()
+		defer resume()
+	}
 	actx, cancel := context.WithCancel(ctx)
 	if g.approvalTimeout > 0 {
 		actx, cancel = context.WithTimeout(ctx, g.approvalTimeout)

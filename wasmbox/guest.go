@@ -341,7 +341,11 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	g.stderr.set(stderr)
 	g.stdin.set(p.Stdin)
 	defer func() { g.stdout.set(nil); g.stderr.set(nil); g.stdin.set(nil) }()
-	st := &execState{bridge: hostfuncs.NewBridge(cfg.Tools, cfg.Gate.NewRun(""), governance.SourcePython)}
+	run := p.Governance
+	if run == nil {
+		run = cfg.Gate.NewRun("")
+	}
+	st := &execState{bridge: hostfuncs.NewBridge(cfg.Tools, run, governance.SourcePython)}
 	g.host.state = st
 	g.host.ctx.Store(&ctx)
 	defer func() { g.host.state = nil }()

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 
 	"github.com/wasmbox/wasmbox/assets"
+	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 )
@@ -64,6 +65,12 @@ type Program struct {
 	Workspace *Workspace
 	// Stdout and Stderr stream output for this run (instead of Config.Stdout/Stderr).
 	Stdout, Stderr io.Writer
+	// Governance is the governance run that this program's tool calls count against: its budgets, its
+	// max_tool_calls and its sequence numbers in the audit log. Pass the same run to every program of one task
+	// (the agent does) so that limits hold for the whole task. It must come from this Sandbox's Gate
+	// (Sandbox.Gate().NewRun). Nil means the Session's own run (one per Session, shared by all its Execs), or a
+	// new run for each Sandbox.RunProgram.
+	Governance *governance.Run
 }
 
 // New validates cfg and prepares the interpreter (compiled once per process).
@@ -149,7 +156,8 @@ func (s *Sandbox) Close(ctx context.Context) error {
 // are serialised. After a hard kill, a trap or os._exit the Session is broken (ErrSessionBroken).
 type Session struct {
 	sb       *Sandbox
-	mu       sync.Mutex // serialises Exec
+	run      *governance.Run // the tool-call budget shared by every Exec (unless a Program names its own)
+	mu       sync.Mutex      // serialises Exec
 	g        *guest
 	pkgMu    sync.Mutex // serialises InstallPackages, which may run during an Exec
 	packages *vfs.FS
@@ -171,7 +179,7 @@ func (s *Sandbox) NewSession(ctx context.Context, ws *Workspace) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Session{sb: s, g: g, packages: layer}, nil
+	return &Session{sb: s, g: g, packages: layer, run: s.cfg.Gate.NewRun("")}, nil
 }
 
 // Exec runs code in the session's interpreter, with its own deadline and output.
@@ -194,8 +202,15 @@ func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) 
 		return nil, se.g.broken
 	}
 	se.g.installed = se.installed.Swap(false)
+	if p.Governance == nil {
+		p.Governance = se.run
+	}
 	return se.g.exec(ctx, p, true)
 }
+
+// GovernanceRun returns the run that the session's tool calls count against by default: one for the whole
+// Session, so that budgets and max_tool_calls hold across Execs.
+func (se *Session) GovernanceRun() *governance.Run { return se.run }
 
 // Workspace returns the session's workspace.
 func (se *Session) Workspace() *Workspace {
@@ -224,6 +239,10 @@ func (se *Session) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Gate returns the gate that governs this Sandbox's tool calls (Config.Gate, or the default one). Use its NewRun
+// to give several programs or Sessions one budget (Program.Governance).
+func (s *Sandbox) Gate() *governance.Gate { return s.cfg.Gate }
 
 // Info describes the interpreter.
 type Info struct {
