@@ -22,7 +22,8 @@ const (
 	DefaultOutputLimit    = 1 << 20 // bytes each of stdout and stderr
 	DefaultWorkspaceBytes = 64 << 20
 	DefaultWorkspaceFiles = 10_000
-	MaxMemoryLimit        = 4 << 30 // the wasm32 address space
+	DefaultStdinLimit     = 16 << 20 // bytes read from Program.Stdin per run
+	MaxMemoryLimit        = 4 << 30  // the wasm32 address space
 )
 
 // DeterministicEpoch is the wall-clock time a deterministic run starts at when Config.Time is zero.
@@ -34,12 +35,20 @@ type Config struct {
 	// MemoryLimit caps the guest's linear memory in bytes. Zero means DefaultMemoryLimit (256 MiB). Going over
 	// raises MemoryError in Python; uncaught, the run fails with ErrMemoryLimit.
 	MemoryLimit int64
-	// Timeout bounds every Run and Session.Exec (the context's own deadline applies too, whichever is first).
-	// Zero means DefaultTimeout (30 s). It stops any code, including C-level loops.
+	// Timeout bounds every Run and Session.Exec in wall-clock time, the program's tool calls included (the
+	// context's own deadline applies too, whichever is first). Zero means DefaultTimeout (30 s). When it passes,
+	// Python code gets a KeyboardInterrupt and any code still running 40 ms later (C-level loops, handlers,
+	// finalizers, a tool that does not return) is killed; a tool's result that arrives after it is discarded.
+	// The one pause: while the gate waits for a human to approve a call, the program's clock stops; that wait
+	// is bounded by the gate's ApprovalTimeout and by the caller's context, which keeps running.
 	Timeout time.Duration
 	// StdoutLimit and StderrLimit cap the captured output in bytes; the excess is dropped, a marker is appended
 	// and Result.StdoutTruncated / StderrTruncated are set. Zero means DefaultOutputLimit (1 MiB each).
 	StdoutLimit, StderrLimit int
+	// StdinLimit caps the bytes read from Program.Stdin per run; past it the program sees end of file. Zero
+	// means DefaultStdinLimit (16 MiB). A read of stdin waits for data, end of file or the end of the run (then
+	// the program sees end of file); it never waits past the deadline for a Reader that blocks.
+	StdinLimit int64
 	// WorkspaceBytes and WorkspaceFiles are the quotas of the in-memory workspace (/workspace) and of /tmp, each.
 	// Writing past them gives ENOSPC (bytes) or EDQUOT (files) in Python. Zero means 64 MiB and 10,000 files.
 	WorkspaceBytes int64
@@ -118,6 +127,8 @@ func (c Config) withDefaults() (Config, error) {
 		return bad("Timeout", "is negative")
 	case c.StdoutLimit < 0 || c.StderrLimit < 0:
 		return bad("StdoutLimit/StderrLimit", "is negative")
+	case c.StdinLimit < 0:
+		return bad("StdinLimit", "is negative")
 	case c.WorkspaceBytes < 0 || c.WorkspaceFiles < 0:
 		return bad("WorkspaceBytes/WorkspaceFiles", "is negative")
 	}
@@ -149,6 +160,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.StderrLimit == 0 {
 		c.StderrLimit = DefaultOutputLimit
+	}
+	if c.StdinLimit == 0 {
+		c.StdinLimit = DefaultStdinLimit
 	}
 	if c.WorkspaceBytes == 0 {
 		c.WorkspaceBytes = DefaultWorkspaceBytes

@@ -11,12 +11,17 @@ var (
 	// ErrTimeout: the run's deadline passed or its context was cancelled. Errors that wrap it also wrap the
 	// context's error, so errors.Is(err, context.DeadlineExceeded) (or context.Canceled) holds.
 	ErrTimeout = errors.New("wasmbox: run stopped by its deadline or context")
-	// ErrMemoryLimit: the program ran out of its memory limit (an uncaught MemoryError, or a trap at the cap).
+	// ErrMemoryLimit: the program ran out of its memory limit: it ended on an uncaught MemoryError, or its
+	// interpreter trapped, after the host saw it reach the limit (the allocator refused to grow its memory, or
+	// its peak came within 1 MiB of Config.MemoryLimit). A MemoryError the program raised without reaching the
+	// limit is an ordinary exception (Result.Exception). The wasmtime engine grows memory itself, so there only
+	// the peak counts.
 	ErrMemoryLimit = errors.New("wasmbox: memory limit reached")
 	// ErrPython: the program ended with an uncaught exception. Returned only when Config.ExceptionAsError is
 	// set; otherwise the exception is in Result.Exception and the error is nil.
 	ErrPython = errors.New("wasmbox: uncaught Python exception")
-	// ErrToolLimit: the program ended on ToolLimitExceeded (the run's hard max_tool_calls).
+	// ErrToolLimit: the program ended on ToolLimitExceeded after the gate really denied one of its calls for
+	// the run's hard max_tool_calls (the run's own tool-call records say so).
 	ErrToolLimit = errors.New("wasmbox: tool call limit reached")
 	// ErrInvalidConfig: a Config or Program field is out of range; the message names it.
 	ErrInvalidConfig = errors.New("wasmbox: invalid configuration")
@@ -26,6 +31,10 @@ var (
 	ErrInternal = errors.New("wasmbox: internal failure")
 	// ErrClosed: the Sandbox or Session was closed.
 	ErrClosed = errors.New("wasmbox: closed")
+	// ErrReentrant: Run, RunProgram, NewSession or Session.Exec was called from inside a tool call made by a
+	// program of the same Sandbox (a tool that runs code in its own sandbox would deadlock its Session, or nest
+	// interpreters without bound).
+	ErrReentrant = errors.New("wasmbox: called from inside a tool call of the same sandbox")
 	// ErrSessionBroken: a Session's interpreter was killed (hard deadline, trap, exit) and cannot be trusted;
 	// create a new Session.
 	ErrSessionBroken = errors.New("wasmbox: session interpreter is no longer usable")

@@ -13,20 +13,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 	"github.com/wasmbox/wasmbox/pyruntime/py"
-)
-
-// softGrace is how long Python-level code gets to unwind after the soft KeyboardInterrupt before the hard kill.
-// Once the run driver reports that the program has stopped and it is formatting the traceback ("unwinding"), the
-// grace is extended once by unwindGrace; a program cannot extend it further.
-const (
-	softGrace   = 20 * time.Millisecond
-	unwindGrace = 250 * time.Millisecond
 )
 
 // guest is one live interpreter instance: fresh per Run, long-lived in a Session.
@@ -42,16 +35,35 @@ type guest struct {
 	broken error // set once the instance cannot be trusted (killed, trapped, exited)
 	// installed asks the next exec to clear the import caches (packages were installed since the last one).
 	installed bool
+	// memRefused records that the memory allocator refused to grow the guest's memory (reset per exec); only
+	// engines that grow memory through the allocator (wazero) report it.
+	memRefused atomic.Bool
 }
 
-// execState is the per-exec part of the host's state; it lives on the guest's goroutine only.
+// execState is the per-exec part of the host's state; it lives on the guest's goroutine only (tool calls run
+// on a goroutine of their own but touch only the bridge).
 type execState struct {
 	bridge      *hostfuncs.Bridge
-	softAt      time.Time
-	grace       time.Duration
-	unwinding   bool
-	interrupted bool
+	rc          *runContext // nil while the interpreter is prepared
+	softSent    bool
+	firstSeen   time.Time // when the host first saw the context ended (used when rc is nil)
+	interrupted bool      // the end of the run's context cut the program short (interrupt, sleep, stdin, tool)
+	kill        bool      // end the run after the current host call
 	exception   *PythonError
+	completed   int // tool calls whose result reached the program
+}
+
+// endedAt is when the run's context ended, as the host measured it.
+func (st *execState) endedAt() time.Time {
+	if st.rc != nil {
+		if t := st.rc.ended(); !t.IsZero() {
+			return t
+		}
+	}
+	if st.firstSeen.IsZero() {
+		st.firstSeen = time.Now()
+	}
+	return st.firstSeen
 }
 
 // guestHost serves the wasmbox_v1 imports for one guest.
@@ -68,7 +80,9 @@ func (h *guestHost) currentCtx() context.Context {
 	return context.Background()
 }
 
-// Tick runs on the guest's goroutine every hostfuncs.TickInterval loop iterations.
+// Tick runs on the guest's goroutine every hostfuncs.TickInterval loop iterations. Once the run's context has
+// ended, the first Tick asks for a KeyboardInterrupt and every later one kills the run once killGrace has passed
+// since the end. Nothing the guest sends changes that bound.
 func (h *guestHost) Tick(ctx context.Context) (int32, bool) {
 	if ctx.Err() == nil {
 		return hostfuncs.TickInterval, false
@@ -78,15 +92,21 @@ func (h *guestHost) Tick(ctx context.Context) (int32, bool) {
 		return 0, true
 	}
 	st.interrupted = true
-	if st.softAt.IsZero() {
-		st.softAt = time.Now()
-		st.grace = softGrace
+	ended := st.endedAt()
+	if !st.softSent {
+		st.softSent = true
 		return -1000, false // soft: KeyboardInterrupt at the next eval-breaker check
 	}
-	if time.Since(st.softAt) > st.grace {
-		return 0, true // hard: C-level loops, or code that swallows KeyboardInterrupt
+	if time.Since(ended) > killGrace {
+		return 0, true // hard: C-level loops, handlers, finalizers, code that swallows KeyboardInterrupt
 	}
 	return 1000, false
+}
+
+// KillAfterCall ends the run after a host call that the run's end cut short (engine.CallKiller).
+func (h *guestHost) KillAfterCall() bool {
+	st := h.state
+	return st != nil && st.kill
 }
 
 type hostRequest struct {
@@ -98,6 +118,13 @@ type hostRequest struct {
 	Traceback string          `json:"traceback"`
 	Line      int             `json:"line"`
 }
+
+// Host-side bounds of an exception report (the guest's text; the request itself is bounded by the ABI).
+const (
+	maxExceptionType      = 256
+	maxExceptionMessage   = 64 << 10
+	maxExceptionTraceback = 256 << 10
+)
 
 // Call handles one request of the guest. Tool calls arrive here too (hostfuncs).
 func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
@@ -112,7 +139,7 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 		if !json.Valid(args) {
 			return hostfuncs.ErrorResponse("InvalidToolArguments", "arguments are not valid JSON"), true
 		}
-		return h.state.bridge.Call(ctx, string(name), args)
+		return h.callTool(ctx, string(name), args)
 	}
 	var r hostRequest
 	if err := json.Unmarshal(req, &r); err != nil {
@@ -120,17 +147,13 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 	}
 	switch r.Op {
 	case "exception":
+		// Text for the Result, bounded here; it never decides how the run is classified.
 		if h.state != nil {
-			h.state.exception = &PythonError{Type: r.Type, Message: r.Message, Traceback: r.Traceback, Line: r.Line}
-		}
-		return []byte("null"), false
-	case "unwinding":
-		// The driver caught the program's exception and is formatting it. One extension per exec, so a program
-		// that sends this itself gains at most unwindGrace.
-		if st := h.state; st != nil && !st.unwinding {
-			st.unwinding = true
-			if !st.softAt.IsZero() {
-				st.grace = time.Since(st.softAt) + unwindGrace
+			h.state.exception = &PythonError{
+				Type:      truncateText(r.Type, maxExceptionType),
+				Message:   truncateText(r.Message, maxExceptionMessage),
+				Traceback: truncateText(r.Traceback, maxExceptionTraceback),
+				Line:      max(r.Line, 0),
 			}
 		}
 		return []byte("null"), false
@@ -138,10 +161,130 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 		if h.state == nil || h.state.bridge == nil {
 			return hostfuncs.ErrorResponse("ToolDenied", "tools cannot be called while the interpreter is prepared"), true
 		}
-		return h.state.bridge.Call(ctx, r.Name, r.Args)
+		return h.callTool(ctx, r.Name, r.Args)
 	default:
 		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("unknown op %q", r.Op)), true
 	}
+}
+
+type toolAnswer struct {
+	resp  []byte
+	isErr bool
+}
+
+// callTool runs one tool call through the bridge on a goroutine of its own, so that the run's deadline holds
+// while a tool runs: when the run's context ends first, the tool gets what is left of killGrace to return, and
+// then the run is killed. A result that arrives after the end never reaches the guest.
+func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMessage) ([]byte, bool) {
+	st := h.state
+	tctx := ctx
+	if h.g != nil {
+		tctx = withReentry(ctx, h.g.sb)
+	}
+	ch := make(chan toolAnswer, 1)
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				ch <- toolAnswer{hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", name)), true}
+			}
+		}()
+		resp, isErr := st.bridge.Call(tctx, name, args)
+		ch <- toolAnswer{resp, isErr}
+	}()
+	var a toolAnswer
+	select {
+	case a = <-ch:
+	case <-ctx.Done():
+		wait := time.NewTimer(time.Until(st.endedAt().Add(killGrace)))
+		select {
+		case a = <-ch:
+		case <-wait.C:
+		}
+		wait.Stop()
+	}
+	if ctx.Err() != nil {
+		st.interrupted = true
+		st.kill = true
+		return hostfuncs.ErrorResponse("DeadlineExceeded", "the run's deadline passed during the tool call"), true
+	}
+	if !a.isErr {
+		st.completed++
+	}
+	return a.resp, a.isErr
+}
+
+// truncateText cuts s to at most n bytes (on a UTF-8 boundary) and says how much was cut.
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("\n[wasmbox: truncated: %d more bytes]", len(s)-cut)
+}
+
+// reentryKey marks the context of a tool call with the Sandboxes whose programs it serves.
+type reentryKey struct{}
+
+type reentry struct {
+	sb     *Sandbox
+	parent *reentry
+}
+
+func withReentry(ctx context.Context, sb *Sandbox) context.Context {
+	parent, _ := ctx.Value(reentryKey{}).(*reentry)
+	return context.WithValue(ctx, reentryKey{}, &reentry{sb: sb, parent: parent})
+}
+
+// reentrant reports whether ctx is that of a tool call made by a program of s (directly or through other
+// sandboxes).
+func (s *Sandbox) reentrant(ctx context.Context) error {
+	for r, _ := ctx.Value(reentryKey{}).(*reentry); r != nil; r = r.parent {
+		if r.sb == s {
+			return ErrReentrant
+		}
+	}
+	return nil
+}
+
+// watchedAllocator records refused growth of the memories it allocates.
+type watchedAllocator struct {
+	inner   engine.MemoryAllocator
+	refused *atomic.Bool
+}
+
+func (a watchedAllocator) Allocate(max uint64) engine.LinearMemory {
+	return &watchedMemory{LinearMemory: a.inner.Allocate(max), refused: a.refused}
+}
+
+type watchedMemory struct {
+	engine.LinearMemory
+	refused *atomic.Bool
+}
+
+func (m *watchedMemory) Reallocate(size uint64) []byte {
+	b := m.LinearMemory.Reallocate(size)
+	if b == nil {
+		m.refused.Store(true)
+	}
+	return b
+}
+
+// watch wraps mem so that g learns of refused growth. Only for wazero, which grows memory through the
+// allocator; wasmtime reads the allocator's limit and image and grows memory itself.
+func (g *guest) watch(mem engine.MemoryAllocator) engine.MemoryAllocator {
+	if e := g.sb.it.engine; e != "" && e != "wazero" {
+		return mem
+	}
+	return watchedAllocator{inner: mem, refused: &g.memRefused}
+}
+
+// memoryExhausted reports whether the host saw this exec reach the memory limit: the allocator refused to grow
+// memory, or the peak came within 1 MiB of the limit.
+func (g *guest) memoryExhausted(peak uint64) bool {
+	return g.memRefused.Load() || peak+(1<<20) >= uint64(g.sb.cfg.MemoryLimit)
 }
 
 // instantiate creates an instance of mod with a fresh /tmp and the given workspace, in the fixed mount layout.
@@ -167,7 +310,7 @@ func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, packages *vfs.
 		Nanotime:  now.nanotime,
 		Nanosleep: g.nanosleep,
 		Rand:      s.randSource(),
-		Memory:    mem,
+		Memory:    g.watch(mem),
 		Host:      &g.host,
 	}
 	inst, err := mod.Instantiate(ctx, ic)
@@ -303,8 +446,8 @@ func (g *guest) nanosleep(ns int64) {
 	select {
 	case <-t.C:
 	case <-ctx.Done():
-		if g.host.state != nil {
-			g.host.state.interrupted = true
+		if st := g.host.state; st != nil {
+			st.interrupted = true
 		}
 	}
 }
@@ -329,26 +472,31 @@ type execRequest struct {
 }
 
 // exec runs one program in g. It returns a Result even when it also returns an error (partial output, the
-// traceback of an interrupted program).
+// traceback of an interrupted program). Every classification of the outcome comes from the host's own state:
+// its context, the engine's error, the allocator, the gate's records. The guest's exception report is text.
 func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, error) {
 	cfg := g.sb.cfg
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, cfg.Timeout)
-	defer cancel()
+	runCtx := newRunContext(ctx, cfg.Timeout)
+	defer runCtx.cancel()
+	ctx = governance.WithDeadlinePauser(runCtx, runCtx)
 	stdout := newCapture(cfg.StdoutLimit, firstWriter(p.Stdout, cfg.Stdout))
 	stderr := newCapture(cfg.StderrLimit, firstWriter(p.Stderr, cfg.Stderr))
 	g.stdout.set(stdout)
 	g.stderr.set(stderr)
-	g.stdin.set(p.Stdin)
-	defer func() { g.stdout.set(nil); g.stderr.set(nil); g.stdin.set(nil) }()
 	run := p.Governance
 	if run == nil {
 		run = cfg.Gate.NewRun("")
 	}
-	st := &execState{bridge: hostfuncs.NewBridge(cfg.Tools, run, governance.SourcePython)}
+	st := &execState{bridge: hostfuncs.NewBridge(cfg.Tools, run, governance.SourcePython), rc: runCtx}
+	if p.Stdin != nil {
+		g.stdin.set(newStdinPump(ctx, p.Stdin, cfg.StdinLimit, func() { st.interrupted = true }))
+	}
+	defer func() { g.stdout.set(nil); g.stderr.set(nil); g.stdin.set(nil) }()
 	g.host.state = st
 	g.host.ctx.Store(&ctx)
 	defer func() { g.host.state = nil }()
+	g.memRefused.Store(false)
 	g.ws.fs.Mark()
 
 	filename := p.Filename
@@ -363,19 +511,29 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	g.installed = false
 	rc, err := g.callWithBytes(ctx, hostfuncs.ExportExec, req)
 
-	res := &Result{ExitCode: int(rc), Exception: st.exception, Workspace: g.ws, ToolCalls: st.bridge.Calls(), RunID: st.bridge.RunID()}
+	res := &Result{ExitCode: int(rc), Workspace: g.ws, ToolCalls: st.bridge.Calls(), ToolCallsCompleted: st.completed,
+		RunID: st.bridge.RunID()}
 	res.Stdout, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrTruncated = stderr.result()
 	res.FilesChanged = g.ws.changes()
 	res.PeakMemory = engine.PeakMemory(g.inst)
 	res.Duration = time.Since(start)
 
+	killed := errors.Is(err, engine.ErrKilled)
 	var ee *engine.ExitError
 	switch {
-	case errors.Is(err, engine.ErrKilled):
+	case runCtx.Err() != nil && (killed || st.interrupted || err != nil):
+		// The deadline (or the caller) ended the run, whatever the program was doing: one outcome.
+		if err != nil {
+			g.broken = ErrSessionBroken
+		}
+		res.ExitCode = -1
+		res.Exception = st.exception
+		return res, runError(KindTimeout, ErrTimeout, runCtx.Err())
+	case killed:
 		g.broken = ErrSessionBroken
 		res.ExitCode = -1
-		return res, runError(KindTimeout, ErrTimeout, context.Cause(ctx))
+		return res, runError(KindInternal, ErrInternal, err)
 	case errors.As(err, &ee):
 		g.broken = ErrSessionBroken // os._exit: the interpreter is gone
 		res.ExitCode = int(ee.Code)
@@ -383,29 +541,37 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	case err != nil:
 		g.broken = ErrSessionBroken
 		res.ExitCode = -1
-		if ctx.Err() != nil {
-			return res, runError(KindTimeout, ErrTimeout, ctx.Err())
-		}
-		if res.PeakMemory+(1<<20) >= uint64(cfg.MemoryLimit) {
+		if g.memoryExhausted(res.PeakMemory) {
 			return res, runError(KindMemory, ErrMemoryLimit, err)
 		}
 		return res, runError(KindInternal, ErrInternal, err)
 	}
-	if st.interrupted && ctx.Err() != nil {
-		return res, runError(KindTimeout, ErrTimeout, ctx.Err())
+	if res.ExitCode == 0 {
+		return res, nil // a report from a program that then ended normally is not its outcome
 	}
-	if res.Exception != nil {
-		if res.Exception.Type == "ToolLimitExceeded" {
-			return res, runError(KindToolLimit, ErrToolLimit, res.Exception)
+	res.Exception = st.exception
+	if exc := res.Exception; exc != nil {
+		if exc.Type == "ToolLimitExceeded" && deniedForLimit(res.ToolCalls) {
+			return res, runError(KindToolLimit, ErrToolLimit, exc)
 		}
-		if res.Exception.Type == "MemoryError" {
-			return res, runError(KindMemory, ErrMemoryLimit, res.Exception)
+		if exc.Type == "MemoryError" && g.memoryExhausted(res.PeakMemory) {
+			return res, runError(KindMemory, ErrMemoryLimit, exc)
 		}
 		if cfg.ExceptionAsError {
-			return res, runError(KindPython, ErrPython, res.Exception)
+			return res, runError(KindPython, ErrPython, exc)
 		}
 	}
 	return res, nil
+}
+
+// deniedForLimit reports whether the gate denied one of calls for the run's max_tool_calls.
+func deniedForLimit(calls []hostfuncs.ToolCall) bool {
+	for _, c := range calls {
+		if c.Status == string(governance.StatusDenied) && c.ErrorType == "ToolLimitExceeded" {
+			return true
+		}
+	}
+	return false
 }
 
 func firstWriter(ws ...io.Writer) io.Writer {

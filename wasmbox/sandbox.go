@@ -58,7 +58,10 @@ type Program struct {
 	Filename string
 	// Args become sys.argv (Args[0] is the program name); default [Filename].
 	Args []string
-	// Stdin is the program's standard input; nil means empty.
+	// Stdin is the program's standard input; nil means empty. It is read on a goroutine of its own, one Read at
+	// a time and only when the program asks (at most 64 KiB per Read, Config.StdinLimit in all), so a Reader that
+	// blocks cannot hold the run past its deadline; that goroutine lives until the Reader returns from its last
+	// Read, which may be after the run, and what that Read returns is dropped.
 	Stdin io.Reader
 	// Workspace is mounted at /workspace; nil means a fresh, empty one (returned in Result.Workspace). A
 	// Workspace passed here is changed in place; do not share it between concurrent runs.
@@ -104,6 +107,9 @@ func (s *Sandbox) Run(ctx context.Context, code string) (*Result, error) {
 // RunProgram runs one program in a fresh interpreter. The Result is non-nil whenever the program started, even
 // if an error (a timeout, say) is also returned.
 func (s *Sandbox) RunProgram(ctx context.Context, p Program) (*Result, error) {
+	if err := s.reentrant(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
@@ -153,20 +159,27 @@ func (s *Sandbox) Close(ctx context.Context) error {
 }
 
 // Session keeps one interpreter alive across Exec calls: globals, imports and the workspace persist. Exec calls
-// are serialised. After a hard kill, a trap or os._exit the Session is broken (ErrSessionBroken).
+// are serialised. After a hard kill, a trap or os._exit the Session is broken (ErrSessionBroken). A tool called
+// by one of the Session's programs cannot Exec in it (ErrReentrant).
 type Session struct {
-	sb       *Sandbox
-	run      *governance.Run // the tool-call budget shared by every Exec (unless a Program names its own)
-	mu       sync.Mutex      // serialises Exec
-	g        *guest
-	pkgMu    sync.Mutex // serialises InstallPackages, which may run during an Exec
-	packages *vfs.FS
+	sb   *Sandbox
+	run  *governance.Run // the tool-call budget shared by every Exec (unless a Program names its own)
+	turn chan struct{}   // one token: held by the Exec or Close in progress
+	g    *guest
+	ws   *Workspace
+	// closed and broken mirror the Session's state for Alive and Workspace, which never wait for an Exec.
+	closed, broken atomic.Bool
+	pkgMu          sync.Mutex // serialises InstallPackages, which may run during an Exec
+	packages       *vfs.FS
 	// installed: packages were installed since the last Exec began (its import caches must be cleared).
 	installed atomic.Bool
 }
 
 // NewSession starts an interpreter for step-by-step work. ws may be nil for a fresh workspace.
 func (s *Sandbox) NewSession(ctx context.Context, ws *Workspace) (*Session, error) {
+	if err := s.reentrant(ctx); err != nil {
+		return nil, err
+	}
 	if err := s.enter(); err != nil {
 		return nil, err
 	}
@@ -179,7 +192,7 @@ func (s *Sandbox) NewSession(ctx context.Context, ws *Workspace) (*Session, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Session{sb: s, g: g, packages: layer, run: s.cfg.Gate.NewRun("")}, nil
+	return &Session{sb: s, g: g, ws: ws, packages: layer, run: s.cfg.Gate.NewRun(""), turn: make(chan struct{}, 1)}, nil
 }
 
 // Exec runs code in the session's interpreter, with its own deadline and output.
@@ -189,13 +202,18 @@ func (se *Session) Exec(ctx context.Context, code string) (*Result, error) {
 
 // ExecProgram is Exec with the options of Program (Workspace is ignored: the session's own is used).
 func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) {
+	if err := se.sb.reentrant(ctx); err != nil {
+		return nil, err
+	}
 	if err := se.sb.enter(); err != nil {
 		return nil, err
 	}
 	defer se.sb.wg.Done()
-	se.mu.Lock()
-	defer se.mu.Unlock()
-	if se.g == nil {
+	if err := se.lock(ctx); err != nil {
+		return nil, runError(KindTimeout, ErrTimeout, err)
+	}
+	defer se.unlock()
+	if se.g == nil || se.closed.Load() {
 		return nil, ErrClosed
 	}
 	if se.g.broken != nil {
@@ -205,34 +223,52 @@ func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) 
 	if p.Governance == nil {
 		p.Governance = se.run
 	}
-	return se.g.exec(ctx, p, true)
+	res, err := se.g.exec(ctx, p, true)
+	if se.g.broken != nil {
+		se.broken.Store(true)
+	}
+	return res, err
 }
+
+// lock waits for the Session's turn, or for ctx.
+func (se *Session) lock(ctx context.Context) error {
+	select {
+	case se.turn <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (se *Session) unlock() { <-se.turn }
 
 // GovernanceRun returns the run that the session's tool calls count against by default: one for the whole
 // Session, so that budgets and max_tool_calls hold across Execs.
 func (se *Session) GovernanceRun() *governance.Run { return se.run }
 
-// Workspace returns the session's workspace.
+// Workspace returns the session's workspace (nil after Close). It does not wait for an Exec in progress, so a
+// tool of the Session's program may call it.
 func (se *Session) Workspace() *Workspace {
-	se.mu.Lock()
-	defer se.mu.Unlock()
-	if se.g == nil {
+	if se.closed.Load() {
 		return nil
 	}
-	return se.g.ws
+	return se.ws
 }
 
-// Alive reports whether the session can still Exec.
+// Alive reports whether the session can still Exec: false once it, or its Sandbox, is closed, or its
+// interpreter broke. It never waits for an Exec in progress.
 func (se *Session) Alive() bool {
-	se.mu.Lock()
-	defer se.mu.Unlock()
-	return se.g != nil && se.g.broken == nil
+	return !se.closed.Load() && !se.broken.Load() && !se.sb.closed.Load()
 }
 
-// Close releases the interpreter.
+// Close releases the interpreter. It waits for an Exec in progress to end (runs end within their deadline), or
+// for ctx.
 func (se *Session) Close(ctx context.Context) error {
-	se.mu.Lock()
-	defer se.mu.Unlock()
+	se.closed.Store(true)
+	if err := se.lock(ctx); err != nil {
+		return fmt.Errorf("wasmbox: close session: %w", err)
+	}
+	defer se.unlock()
 	if se.g != nil {
 		se.g.close(ctx)
 		se.g = nil

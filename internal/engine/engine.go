@@ -44,6 +44,13 @@ type Host interface {
 	Tick(ctx context.Context) (next int32, kill bool)
 }
 
+// A CallKiller is a Host whose Call can end the run: after every Call the engine asks KillAfterCall, and when it
+// returns true the run ends as for a kill from Tick (Instance.Call returns ErrKilled, the response is never
+// delivered to the guest and the instance is unusable).
+type CallKiller interface {
+	KillAfterCall() bool
+}
+
 // Mount is one directory the guest sees. Exactly one of FS (read-only) and SysFS (read-write unless ReadOnly)
 // is set.
 type Mount struct {

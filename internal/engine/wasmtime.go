@@ -474,6 +474,10 @@ func defineWasmbox(l *wasmtime.Linker) error {
 		}
 		req = append([]byte(nil), req...) // always copy out of guest memory
 		resp, isErr := inst.host.Call(inst.ctx, req)
+		if k, ok := inst.host.(CallKiller); ok && k.KillAfterCall() {
+			inst.killed = true
+			return nil, wasmtime.NewTrap("wasmbox: run killed")
+		}
 		if len(resp) > hostfuncs.MaxResponseBytes {
 			resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
 		}

@@ -278,6 +278,10 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	req = append([]byte(nil), req...) // always copy out of guest memory
 	resp, isErr := inst.host.Call(ctx, req)
+	if k, ok := inst.host.(CallKiller); ok && k.KillAfterCall() {
+		inst.killed = true
+		panic(sys.NewExitError(killExitCode))
+	}
 	if len(resp) > hostfuncs.MaxResponseBytes {
 		resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
 	}

@@ -69,6 +69,13 @@ def install():
 
 
 def _reset(req):
+    # Line-buffered stdio: every line reaches the host (and its streaming writers) as it is printed, and a run
+    # killed at its deadline keeps every complete line it printed.
+    for s in (sys.stdout, sys.stderr):
+        try:
+            s.reconfigure(line_buffering=True)
+        except Exception:
+            pass
     env = req.get("env") or {}
     os.environ.clear()
     os.environ.update(env)
@@ -107,22 +114,43 @@ def _main_module(req):
     return ns
 
 
+# The report's text is cut here so that it always fits a host request; the host cuts it again to its own bounds.
+_MAX_MESSAGE = 64 << 10
+_MAX_TRACEBACK = 256 << 10
+
+
+def _cut(s, n):
+    if len(s) <= n:
+        return s
+    return s[:n] + "\n[wasmbox: truncated: %d more characters]" % (len(s) - n)
+
+
 def _exc_report(exc, filename):
     # Drop the driver's own frames: the traceback starts at the program, as with `python file.py`.
     t = exc.__traceback__
     while t is not None and t.tb_frame.f_code.co_filename == "<wasmbox_boot>":
         t = t.tb_next
     exc = exc.with_traceback(t)
-    tb = "".join(traceback.format_exception(exc))
+    try:
+        tb = "".join(traceback.format_exception(exc))
+    except BaseException:
+        tb = ""
     line = 0
     t = exc.__traceback__
     while t is not None:
         if t.tb_frame.f_code.co_filename == filename:
             line = t.tb_lineno
         t = t.tb_next
-    if isinstance(exc, SyntaxError) and exc.filename == filename and exc.lineno:
+    if isinstance(exc, SyntaxError) and exc.filename == filename and type(exc.lineno) is int and exc.lineno > 0:
         line = exc.lineno
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": tb, "line": line}
+    try:
+        msg = str(exc)
+        if type(msg) is not str:
+            msg = "<exception str() failed>"
+    except BaseException:
+        msg = "<exception str() failed>"
+    return {"type": type(exc).__name__, "message": _cut(msg, _MAX_MESSAGE), "traceback": _cut(tb, _MAX_TRACEBACK),
+            "line": line if type(line) is int else 0}
 
 
 def _flush():
@@ -157,13 +185,19 @@ def run(raw):
             print(c, file=sys.stderr)
             exit_code = 1
     except BaseException as e:  # noqa: B902 - everything the program raised ends the run
-        _host("unwinding")
-        report = _exc_report(e, filename)
+        exit_code = 1
+        try:
+            report = _exc_report(e, filename)
+        except BaseException:
+            report = {"type": type(e).__name__, "message": "<the exception could not be formatted>",
+                      "traceback": "", "line": 0}
         try:
             sys.stderr.write(report["traceback"])
         except BaseException:
             pass
-        _host("exception", **report)
-        exit_code = 1
+        try:
+            _host("exception", **report)
+        except BaseException:
+            pass
     _flush()
     return exit_code

@@ -1,2 +1,2 @@
 # expect: memory
-x = bytearray(2**31 - 1)
+x = bytearray(2**30)
