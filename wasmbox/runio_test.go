@@ -86,16 +86,23 @@ func TestStdinDataAndLimit(t *testing.T) {
 	})
 }
 
-// select() with a timeout on a stdin with no data waits for the timeout and reports it not ready (wazero).
+// select() with a timeout on a stdin with no data waits for the timeout and reports it not ready; with data it
+// reports it ready.
 func TestStdinSelectTimeout(t *testing.T) {
-	sb := newSandbox(t, wasmbox.Config{Timeout: 5 * time.Second})
-	blocked := blockedReader{release: make(chan struct{})}
-	defer close(blocked.release)
-	res, err := sb.RunProgram(context.Background(), wasmbox.Program{Stdin: blocked,
-		Code: "import select, sys\nr, _, _ = select.select([sys.stdin], [], [], 0.2)\nprint(r)"})
-	if err != nil || res.Stdout != "[]\n" {
-		t.Fatalf("stdout %q err %v", res.Stdout, err)
-	}
+	forEngine(t, func(t *testing.T, engine string) {
+		sb := newSandbox(t, wasmbox.Config{Engine: engine, Timeout: 5 * time.Second})
+		blocked := blockedReader{release: make(chan struct{})}
+		defer close(blocked.release)
+		code := "import select, sys\nr, _, _ = select.select([sys.stdin], [], [], 0.2)\nprint(len(r))"
+		res, err := sb.RunProgram(context.Background(), wasmbox.Program{Stdin: blocked, Code: code})
+		if err != nil || res.Stdout != "0\n" {
+			t.Fatalf("no data: stdout %q err %v", res.Stdout, err)
+		}
+		res, err = sb.RunProgram(context.Background(), wasmbox.Program{Stdin: strings.NewReader("x"), Code: code})
+		if err != nil || res.Stdout != "1\n" {
+			t.Fatalf("data: stdout %q err %v", res.Stdout, err)
+		}
+	})
 }
 
 // A tool that runs code in its own Session or Sandbox gets ErrReentrant instead of a deadlock, and Close does not

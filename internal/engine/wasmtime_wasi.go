@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math"
 	"path"
 	"strings"
 
@@ -350,6 +351,19 @@ func (w *wasiState) atPath(m guestMem, fd int32, p, pathLen uint32) (experimenta
 // ---- stdio ----
 
 var stdioStat = wsys.Stat_t{Mode: fs.ModeDevice | 0o640, Nlink: 1}
+
+// stdinPoller returns the poll method of f's reader when f is stdin over a reader that can poll.
+func stdinPoller(f *wasiFile) experimentalsys.Pollable {
+	if f == nil {
+		return nil
+	}
+	sf, ok := f.f.(*stdinFile)
+	if !ok {
+		return nil
+	}
+	p, _ := sf.r.(experimentalsys.Pollable)
+	return p
+}
 
 type stdinFile struct {
 	experimentalsys.UnimplementedFile
@@ -1184,8 +1198,9 @@ func wasiPathSymlink(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno
 }
 
 // wasiPollOneoff handles clock subscriptions (relative timeouts, through Nanosleep) and fd subscriptions. Every
-// open descriptor is always ready for reading (stdin is a reader that blocks in fd_read, as with wazero); writing
-// readiness is not supported (ENOTSUP in the event). Ready fd events are reported without sleeping.
+// open descriptor is always ready for reading, except a stdin whose reader can poll (it is waited for, up to
+// the earliest clock timeout); writing readiness is not supported (ENOTSUP in the event). Ready fd events are
+// reported without sleeping.
 func wasiPollOneoff(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno {
 	in, out, nsubs, neventsPtr := a.u32(0), a.u32(1), a.u32(2), a.u32(3)
 	if nsubs == 0 {
@@ -1209,7 +1224,7 @@ func wasiPollOneoff(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno 
 		typ      byte
 		errno    uint32
 	}
-	var fdEvents, clockEvents []event
+	var fdEvents, clockEvents, stdinEvents []event
 	timeout := int64(-1)
 	for k := uint32(0); k < nsubs; k++ {
 		sub := inCopy[48*k : 48*k+48]
@@ -1238,15 +1253,36 @@ func wasiPollOneoff(w *wasiState, m guestMem, a wasiArgs) experimentalsys.Errno 
 			if fd < 0 {
 				return experimentalsys.EBADF
 			}
-			if _, ok := w.lookup(fd); !ok {
+			f, ok := w.lookup(fd)
+			switch {
+			case !ok:
 				ev.errno = wasiEBadf
-			} else if typ == wasiEventFdWrite {
+			case typ == wasiEventFdWrite:
 				ev.errno = wasiENotsup
+			case stdinPoller(f) != nil:
+				stdinEvents = append(stdinEvents, ev)
+				continue
 			}
 			fdEvents = append(fdEvents, ev)
 		default:
 			return experimentalsys.EINVAL
 		}
+	}
+	// A stdin that can tell whether data is ready (the sandbox's) is waited for as wazero does: until data, end of
+	// input or the end of the run, or the earliest clock timeout.
+	if len(stdinEvents) > 0 && len(fdEvents) == 0 {
+		ms := int32(-1)
+		if timeout >= 0 {
+			ms = int32(min((timeout+999_999)/1_000_000, math.MaxInt32))
+		}
+		f, _ := w.lookup(0)
+		if ready, _ := stdinPoller(f).Poll(experimentalsys.POLLIN, ms); ready {
+			fdEvents = stdinEvents
+		} else {
+			fdEvents = clockEvents // the poll has waited for the timeout
+		}
+	} else {
+		fdEvents = append(fdEvents, stdinEvents...)
 	}
 	events := fdEvents
 	if len(events) == 0 {
