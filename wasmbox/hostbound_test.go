@@ -17,8 +17,12 @@ import (
 // KeyboardInterrupt (a spoofed "unwinding" message, again and again; a finalizer, a weakref or gc callback that
 // loops), it is killed within a fixed grace measured from the deadline.
 func TestDeadlineBoundIsTheHosts(t *testing.T) {
+	forEngine(t, func(t *testing.T, engine string) { testDeadlineBound(t, engine) })
+}
+
+func testDeadlineBound(t *testing.T, engine string) {
 	const timeout = 300 * time.Millisecond
-	sb := newSandbox(t, wasmbox.Config{Timeout: timeout})
+	sb := newSandbox(t, wasmbox.Config{Engine: engine, Timeout: timeout})
 	programs := map[string]string{
 		"unwinding spoofed repeatedly": `import _wasmbox
 try:

@@ -203,7 +203,11 @@ func TestToolTimeCountsAgainstTimeout(t *testing.T) {
 			time.Sleep(6 * time.Second)
 			return json.RawMessage(`"LATE"`), nil
 		}}
-	sb := newSandbox(t, wasmbox.Config{Tools: hostfuncs.NewRegistry().MustRegister(slow), Timeout: 2 * time.Second})
+	forEngine(t, func(t *testing.T, engine string) { testToolTime(t, engine, slow) })
+}
+
+func testToolTime(t *testing.T, engine string, slow hostfuncs.Tool) {
+	sb := newSandbox(t, wasmbox.Config{Engine: engine, Tools: hostfuncs.NewRegistry().MustRegister(slow), Timeout: 2 * time.Second})
 	start := time.Now()
 	res, err := sb.Run(context.Background(), "import tools\nprint(tools.slow())\nprint('after')")
 	if d := time.Since(start); d > 4*time.Second {
