@@ -16,15 +16,29 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
-// Exit codes of the CLI contract.
+// Exit codes of the CLI contract. The CLI's own codes are reserved: a program that exits with one of them (or with
+// a code outside 0..255, which the operating system would truncate) makes the CLI exit with exitRemapped instead,
+// and the program's own code is kept in the JSON's program_exit_code and named on stderr. A script can therefore
+// trust that 124 means a timeout and 125 a failure of wasmbox itself.
 const (
-	exitUsage   = 2
-	exitTimeout = 124
-	exitFailure = 125
+	exitRemapped = 1
+	exitUsage    = 2
+	exitTimeout  = 124
+	exitFailure  = 125
 )
 
+// cliExitCode maps a program's exit code to the CLI's, reporting whether it had to change it.
+func cliExitCode(program int) (int, bool) {
+	switch {
+	case program == exitUsage, program == exitTimeout, program == exitFailure, program < 0, program > 255:
+		return exitRemapped, true
+	}
+	return program, false
+}
+
 const usageText = `usage:
-  wasmbox run [--timeout D] [--memory SIZE] [--env KEY=VALUE]... [--workspace DIR] [--writeback] [--json] (FILE | -c CODE | -)
+  wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
+              [--workspace DIR] [--writeback] [--json] (FILE | -c CODE | -)
   wasmbox version [--json]
   wasmbox audit verify [--key-file F | --key-env VAR] FILE
 `
@@ -90,13 +104,20 @@ type jsonError struct {
 }
 
 type jsonResult struct {
-	Stdout       string               `json:"stdout"`
-	Stderr       string               `json:"stderr"`
-	ExitCode     int                  `json:"exit_code"`
-	DurationMS   float64              `json:"duration_ms"`
-	Error        *jsonError           `json:"error"`
-	FilesChanged []wasmbox.FileChange `json:"files_changed"`
-	ToolCalls    []hostfuncs.ToolCall `json:"tool_calls"`
+	Stdout          string `json:"stdout"`
+	Stderr          string `json:"stderr"`
+	StdoutTruncated bool   `json:"stdout_truncated"`
+	StderrTruncated bool   `json:"stderr_truncated"`
+	// ExitCode is the CLI's exit code; ProgramExitCode is the program's own (they differ when the program's
+	// code collides with the CLI's reserved codes, or the program did not finish).
+	ExitCode        int                  `json:"exit_code"`
+	ProgramExitCode int                  `json:"program_exit_code"`
+	DurationMS      float64              `json:"duration_ms"`
+	Error           *jsonError           `json:"error"`
+	FilesChanged    []wasmbox.FileChange `json:"files_changed"`
+	WrittenBack     bool                 `json:"written_back"`
+	RunID           string               `json:"run_id,omitempty"`
+	ToolCalls       []hostfuncs.ToolCall `json:"tool_calls"`
 }
 
 func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -104,6 +125,8 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", wasmbox.DefaultTimeout, "deadline of the run")
 	memory := fs.String("memory", "256MiB", "memory limit of the guest")
+	outputLimit := fs.String("output-limit", "1MiB", "cap on captured stdout and on stderr, each; the excess is dropped and reported")
+	passStdin := fs.Bool("stdin", false, "pass this process's standard input to the program (default: the program's stdin is empty)")
 	env := envFlag{}
 	fs.Var(env, "env", "KEY=VALUE passed to the guest (repeatable); nothing else of the host's environment is")
 	wsDir := fs.String("workspace", "", "copy DIR into the workspace before the run")
@@ -125,6 +148,9 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	case codeSet && len(rest) == 0:
 		src, filename = *code, "<string>"
 	case !codeSet && len(rest) == 1 && rest[0] == "-":
+		if *passStdin {
+			return usage("--stdin cannot be combined with a program read from stdin (-)")
+		}
 		b, err := io.ReadAll(stdin)
 		if err != nil {
 			return usage("reading the program from stdin: " + err.Error())
@@ -150,7 +176,12 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if *timeout <= 0 {
 		return usage("--timeout must be positive")
 	}
-	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: mem, Env: env, Engine: *engineName}
+	outLimit, err := parseSize(*outputLimit)
+	if err != nil || outLimit > 1<<30 {
+		return usage(fmt.Sprintf("--output-limit: want a size from 1 byte to 1GiB, got %q", *outputLimit))
+	}
+	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: mem, Env: env, Engine: *engineName,
+		StdoutLimit: int(outLimit), StderrLimit: int(outLimit)}
 	if !*asJSON {
 		cfg.Stdout, cfg.Stderr = stdout, stderr
 	}
@@ -182,7 +213,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	} else {
 		prog.Args = []string{"-c"}
 	}
-	if stdin != nil {
+	if *passStdin && stdin != nil {
 		prog.Stdin = stdin
 	}
 	start := time.Now()
@@ -190,12 +221,16 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if res == nil {
 		return fail(runErr)
 	}
+	// Write back only a program that ran to its end: after a timeout, the memory limit or a failure of wasmbox
+	// the workspace is whatever the program had reached, and is not copied out.
+	wroteBack := false
 	if *writeback && runErr == nil {
 		if err := ws.WriteBack(ctx, *wsDir); err != nil {
 			return fail(err)
 		}
+		wroteBack = true
 	}
-	exit := res.ExitCode
+	exit, remapped := cliExitCode(res.ExitCode)
 	var je *jsonError
 	var re *wasmbox.RunError
 	switch {
@@ -212,17 +247,17 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if res.Exception != nil {
 		if je == nil {
-			je = &jsonError{Kind: classify(res.Exception)}
+			// The exception's type is the program's own report: the kind of failure comes from the host only
+			// (a run error above), so an uncaught exception without one is a Python failure, whatever its type.
+			je = &jsonError{Kind: string(wasmbox.KindPython)}
 		}
 		je.Type, je.Message, je.Traceback = res.Exception.Type, res.Exception.Message, res.Exception.Traceback
 	}
-	if exit < 0 {
-		exit = exitFailure
-	}
 	if *asJSON {
-		out := jsonResult{Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: exit,
+		out := jsonResult{Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated,
+			StderrTruncated: res.StderrTruncated, ExitCode: exit, ProgramExitCode: res.ExitCode,
 			DurationMS: float64(time.Since(start).Microseconds()) / 1000, Error: je,
-			FilesChanged: res.FilesChanged, ToolCalls: res.ToolCalls}
+			FilesChanged: res.FilesChanged, WrittenBack: wroteBack, RunID: res.RunID, ToolCalls: res.ToolCalls}
 		if out.ToolCalls == nil {
 			out.ToolCalls = []hostfuncs.ToolCall{}
 		}
@@ -230,23 +265,27 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			out.FilesChanged = []wasmbox.FileChange{}
 		}
 		writeJSON(stdout, out)
-	} else if runErr != nil {
+		return exit
+	}
+	// Text mode: the program's output was streamed; say on stderr what the stream alone cannot show.
+	for _, tr := range []struct {
+		name string
+		cut  bool
+	}{{"stdout", res.StdoutTruncated}, {"stderr", res.StderrTruncated}} {
+		if tr.cut {
+			fmt.Fprintf(stderr, "wasmbox: %s truncated at %s (raise --output-limit)\n", tr.name, *outputLimit)
+		}
+	}
+	if runErr != nil {
 		fmt.Fprintln(stderr, runErr)
 	}
-	return exit
-}
-
-// classify maps an uncaught exception to the CLI's error kind.
-func classify(e *wasmbox.PythonError) string {
-	switch {
-	case e.Type == "MemoryError":
-		return string(wasmbox.KindMemory)
-	case e.Type == "OSError" && (strings.Contains(e.Message, "No space left") || strings.Contains(e.Message, "quota")):
-		return string(wasmbox.KindWorkspace)
-	case e.Type == "ToolLimitExceeded":
-		return string(wasmbox.KindToolLimit)
+	if *writeback && !wroteBack {
+		fmt.Fprintln(stderr, "wasmbox: workspace not written back: the program did not run to its end")
 	}
-	return string(wasmbox.KindPython)
+	if remapped && runErr == nil {
+		fmt.Fprintf(stderr, "wasmbox: the program exited with %d, a code the CLI reserves; exiting with %d\n", res.ExitCode, exit)
+	}
+	return exit
 }
 
 func writeJSON(w io.Writer, v any) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -103,5 +104,93 @@ func TestVersion(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.PythonVersion != "3.13.5" || v.ABIVersion != 1 || len(v.SHA) != 64 {
 		t.Errorf("exit %d %q", code, out)
+	}
+}
+
+// A program's own exit code never impersonates the CLI's: 124 (timeout), 125 (wasmbox failed) and 2 (usage)
+// become 1; the program's code stays in the JSON.
+func TestRunExitCodeCollisions(t *testing.T) {
+	for _, c := range []struct{ program, cli int }{{124, 1}, {125, 1}, {2, 1}, {3, 3}, {0, 0}} {
+		code, _, errs := cli(t, "", "run", "-c", fmt.Sprintf("raise SystemExit(%d)", c.program))
+		if code != c.cli {
+			t.Errorf("SystemExit(%d): CLI exit %d, want %d (stderr %q)", c.program, code, c.cli, errs)
+		}
+		if c.cli != c.program && !strings.Contains(errs, fmt.Sprintf("exited with %d", c.program)) {
+			t.Errorf("SystemExit(%d): stderr does not name the program's code: %q", c.program, errs)
+		}
+		code, out, _ := cli(t, "", "run", "--json", "-c", fmt.Sprintf("raise SystemExit(%d)", c.program))
+		var v jsonResult
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatal(err)
+		}
+		if code != c.cli || v.ExitCode != c.cli || v.ProgramExitCode != c.program {
+			t.Errorf("SystemExit(%d) --json: exit %d, exit_code %d, program_exit_code %d", c.program, code, v.ExitCode, v.ProgramExitCode)
+		}
+	}
+}
+
+// The CLI's stdin reaches the program only with --stdin.
+func TestRunStdinIsExplicit(t *testing.T) {
+	prog := "import sys; print(repr(sys.stdin.read()))"
+	if code, out, errs := cli(t, "secret", "run", "-c", prog); code != 0 || out != "''\n" {
+		t.Errorf("without --stdin: exit %d, stdout %q, stderr %q; want an empty stdin", code, out, errs)
+	}
+	if code, out, errs := cli(t, "secret", "run", "--stdin", "-c", prog); code != 0 || out != "'secret'\n" {
+		t.Errorf("with --stdin: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if code, _, _ := cli(t, "print(1)", "run", "--stdin", "-"); code != 2 {
+		t.Errorf("--stdin with a program on stdin: exit %d, want 2", code)
+	}
+}
+
+// Output past the limit is marked: on stderr in text mode, with flags in JSON.
+func TestRunTruncationIsReported(t *testing.T) {
+	code, out, errs := cli(t, "", "run", "--output-limit", "1KiB", "-c", "print('x'*5000)")
+	if code != 0 || !strings.Contains(errs, "stdout truncated at 1KiB") {
+		t.Errorf("exit %d, stderr %q: no truncation notice", code, errs)
+	}
+	if len(out) > 2048 {
+		t.Errorf("stdout is %d bytes under a 1 KiB limit", len(out))
+	}
+	_, out, _ = cli(t, "", "run", "--json", "--output-limit", "1KiB", "-c", "print('x'*5000)")
+	var v jsonResult
+	if err := json.Unmarshal([]byte(out), &v); err != nil || !v.StdoutTruncated || v.StderrTruncated {
+		t.Errorf("json: %v stdout_truncated=%v stderr_truncated=%v", err, v.StdoutTruncated, v.StderrTruncated)
+	}
+	if code, _, _ := cli(t, "", "run", "--output-limit", "0", "-c", "x"); code != 2 {
+		t.Errorf("--output-limit 0: exit %d, want 2", code)
+	}
+}
+
+// --writeback never copies out the workspace of a program stopped by its deadline.
+func TestRunNoWritebackAfterTimeout(t *testing.T) {
+	dir := t.TempDir()
+	code, out, errs := cli(t, "", "run", "--json", "--workspace", dir, "--writeback", "--timeout", "300ms", "-c",
+		"open('partial.txt','w').write('half')\nwhile True: pass")
+	if code != 124 {
+		t.Fatalf("exit %d, want 124 (stderr %q)", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "partial.txt")); err == nil {
+		t.Fatal("partial.txt was written back after a timeout")
+	}
+	var v jsonResult
+	if err := json.Unmarshal([]byte(out), &v); err != nil || v.WrittenBack {
+		t.Fatalf("json: %v written_back=%v", err, v.WrittenBack)
+	}
+}
+
+// The error kind comes from the host, not from the exception's name: a program raising MemoryError or
+// ToolLimitExceeded itself is a Python failure.
+func TestRunKindNotFromExceptionName(t *testing.T) {
+	for _, typ := range []string{"MemoryError", "class ToolLimitExceeded(Exception): pass\nraise ToolLimitExceeded"} {
+		prog := "raise " + typ
+		if strings.Contains(typ, "\n") {
+			prog = typ
+		}
+		_, out, _ := cli(t, "", "run", "--json", "-c", prog)
+		var v jsonResult
+		if err := json.Unmarshal([]byte(out), &v); err != nil || v.Error == nil || v.Error.Kind != "python" {
+			t.Errorf("%q: kind %+v (%v), want python", prog, v.Error, err)
+		}
 	}
 }

@@ -1,10 +1,16 @@
 // Command wasmbox runs Python programs in the wasmbox sandbox.
 //
-//	wasmbox run [--timeout D] [--memory SIZE] [--env KEY=VALUE]... [--workspace DIR] [--writeback] [--json] (FILE | -c CODE | -)
+//	wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
+//	            [--workspace DIR] [--writeback] [--json] (FILE | -c CODE | -)
 //	wasmbox version [--json]
 //	wasmbox audit verify [--key-file F | --key-env VAR] FILE
 //
-// Exit codes: the program's own; 124 on timeout; 2 on usage errors; 125 when wasmbox fails.
+// Exit codes: 124 on timeout; 2 on usage errors; 125 when wasmbox fails; otherwise the program's own, except that
+// a program exiting with 2, 124, 125 or a code outside 0..255 makes the CLI exit with 1 (the program's own code is
+// in the JSON's program_exit_code and named on stderr), so the CLI's codes always mean what they say.
+//
+// The program's standard input is empty unless --stdin passes this process's; it is read within the run's
+// deadline. --writeback copies the workspace back only after a program that ran to its end.
 package main
 
 import (
