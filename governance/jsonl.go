@@ -55,7 +55,9 @@ type JSONLConfig struct {
 //	 "decision":S,"reason":S,"decided_by":S,"outcome":S,"error":S,"duration_ns":N,"result_size":N,
 //	 "result_sha256":S,"prev_hash":H}
 //
-// where T is the time in UTC formatted with time.RFC3339Nano, N are base-10 integers, A is the arguments as
+// The members "args_size":N,"args_sha256":S follow "args" only when the record kept the arguments' size (and
+// hash) instead of the arguments themselves (Record.ArgsSize or Record.ArgsSHA256 set); otherwise they are
+// absent. T is the time in UTC formatted with time.RFC3339Nano, N are base-10 integers, A is the arguments as
 // compact JSON (json.Compact) or null, H is the previous record's hash ("" for the first record of a chain), and
 // strings S are JSON strings in which '"', '\\' and the control characters below U+0020 are escaped (\n, \r,
 // \t or \u00XX), U+2028 and U+2029 are written \u2028 and \u2029, invalid UTF-8 bytes become \ufffd, and every
@@ -269,6 +271,12 @@ func (a *JSONLAuditor) encode(rec *Record) error {
 			return fmt.Errorf("record args: %w", err)
 		}
 		b = append(b, a.compact.Bytes()...)
+	}
+	if rec.ArgsSize != 0 || rec.ArgsSHA256 != "" {
+		b = append(b, `,"args_size":`...)
+		b = strconv.AppendInt(b, rec.ArgsSize, 10)
+		b = append(b, `,"args_sha256":`...)
+		b = appendJSONString(b, rec.ArgsSHA256)
 	}
 	b = append(b, `,"decision":`...)
 	b = appendJSONString(b, rec.Decision)
