@@ -392,3 +392,50 @@ func TestTerminalApproverNeverApprovesUnseenArguments(t *testing.T) {
 		t.Fatalf("padded arguments: %+v %v\n%s", d, err, out.String())
 	}
 }
+
+// A log keeps its anchor (head and record count) across reopening; a keyed auditor refuses to continue an unkeyed
+// log and the reverse, since either would silently change what the chain proves.
+func TestAnchorAndChainKindOnReopen(t *testing.T) {
+	dir := t.TempDir()
+	path := dir + "/plain.jsonl"
+	key := []byte("0123456789abcdef0123")
+	var head string
+	for i := 0; i < 2; i++ {
+		a, err := governance.OpenAuditFile(path, governance.JSONLConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 3; j++ {
+			if err := a.Record(context.Background(), governance.Record{RunID: "r", Seq: int64(j + 1), Outcome: governance.StatusOK}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var n int64
+		head, n = a.Anchor()
+		if n != int64(3*(i+1)) || head != a.Head() {
+			t.Fatalf("open %d: anchor %s %d", i, head, n)
+		}
+		a.Close()
+	}
+	if _, err := governance.OpenAuditFile(path, governance.JSONLConfig{Key: key}); err == nil || !strings.Contains(err.Error(), "not HMAC-keyed") {
+		t.Fatalf("keyed auditor continued an unkeyed log: %v", err)
+	}
+	kpath := dir + "/keyed.jsonl"
+	ka, err := governance.OpenAuditFile(kpath, governance.JSONLConfig{Key: key, Checkpoint: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ka.Record(context.Background(), governance.Record{RunID: "r", Seq: 1, Outcome: governance.StatusOK})
+	if err := ka.Record(context.Background(), governance.Record{Seq: 2, Outcome: governance.StatusCheckpoint}); !errors.Is(err, governance.ErrAudit) {
+		t.Fatalf("a caller wrote a checkpoint: %v", err)
+	}
+	if err := ka.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := governance.OpenAuditFile(kpath, governance.JSONLConfig{}); err == nil || !strings.Contains(err.Error(), "HMAC-keyed") {
+		t.Fatalf("unkeyed auditor continued a keyed log: %v", err)
+	}
+	if _, err := governance.NewJSONLAuditor(&bytes.Buffer{}, governance.JSONLConfig{Checkpoint: true}); err == nil {
+		t.Fatal("unkeyed checkpoints accepted")
+	}
+}

@@ -41,7 +41,19 @@ type JSONLConfig struct {
 	// PrevHash continues an existing chain: the hash of the last record already in the stream. Empty starts a
 	// new chain (the first record's prev_hash is ""). OpenAuditFile sets it from the file.
 	PrevHash string
+	// PrevCount is the number of records already in the stream, for [JSONLAuditor.Anchor] (and the position
+	// that a checkpoint records). OpenAuditFile sets it from the file.
+	PrevCount int64
+	// Checkpoint makes Close write a closing checkpoint record (Outcome "checkpoint", Seq the record's own
+	// 1-based position in the log), which needs a Key. [Verify] with the key then refuses a log that contains
+	// checkpoints but does not end with one: a tail cut from a closed log is detected without an anchor kept
+	// elsewhere, unless the cut falls exactly after an earlier Close. A log being written fails that check
+	// until it is closed.
+	Checkpoint bool
 }
+
+// StatusCheckpoint is the Outcome of a checkpoint record (see JSONLConfig.Checkpoint).
+const StatusCheckpoint Status = "checkpoint"
 
 // JSONLAuditor writes an append-only, hash-chained log of JSON lines: one [Record] per line, each written with a
 // single Write call. It is safe for concurrent use.
@@ -88,6 +100,8 @@ type JSONLAuditor struct {
 	compact bytes.Buffer
 	sum     [sha256.Size]byte
 	n       int64
+	prevN   int64
+	ckpt    bool
 	err     error
 }
 
@@ -96,7 +110,13 @@ func NewJSONLAuditor(w io.Writer, cfg JSONLConfig) (*JSONLAuditor, error) {
 	if w == nil {
 		return nil, errors.New("governance: NewJSONLAuditor: nil writer")
 	}
-	a := &JSONLAuditor{w: w, chain: ChainSHA256, h: sha256.New(), prev: cfg.PrevHash}
+	a := &JSONLAuditor{w: w, chain: ChainSHA256, h: sha256.New(), prev: cfg.PrevHash, prevN: cfg.PrevCount, ckpt: cfg.Checkpoint}
+	switch {
+	case cfg.Checkpoint && len(cfg.Key) == 0:
+		return nil, errors.New("governance: NewJSONLAuditor: Checkpoint needs a Key (an unkeyed checkpoint can be forged)")
+	case cfg.PrevCount < 0 || (cfg.PrevCount > 0 && cfg.PrevHash == ""):
+		return nil, fmt.Errorf("governance: NewJSONLAuditor: PrevCount %d does not fit PrevHash %q", cfg.PrevCount, cfg.PrevHash)
+	}
 	if len(cfg.Key) > 0 {
 		if len(cfg.Key) < MinKeyBytes {
 			return nil, fmt.Errorf("governance: NewJSONLAuditor: HMAC key is %d bytes, want at least %d", len(cfg.Key), MinKeyBytes)
@@ -170,7 +190,14 @@ func openAuditFile(f *os.File, cfg JSONLConfig) (*JSONLAuditor, error) {
 		if cfg.PrevHash != "" && cfg.PrevHash != sum {
 			return nil, errors.New("JSONLConfig.PrevHash differs from the file's last hash")
 		}
-		cfg.PrevHash = sum
+		n, err := countLines(f, st.Size())
+		if err != nil {
+			return nil, err
+		}
+		if cfg.PrevCount != 0 && cfg.PrevCount != n {
+			return nil, errors.New("JSONLConfig.PrevCount differs from the file's record count")
+		}
+		cfg.PrevHash, cfg.PrevCount = sum, n
 	}
 	a, err := NewJSONLAuditor(f, cfg)
 	if err != nil {
@@ -178,6 +205,21 @@ func openAuditFile(f *os.File, cfg JSONLConfig) (*JSONLAuditor, error) {
 	}
 	a.closer = f
 	return a, nil
+}
+
+// countLines returns the number of '\n' in the first size bytes of f.
+func countLines(f *os.File, size int64) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var n int64
+	for off := int64(0); off < size; {
+		k, err := f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		off += int64(k)
+		if err != nil && !(errors.Is(err, io.EOF) && off >= size) {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // lastLine returns the last line of f (without its '\n'), which must end with '\n'.
@@ -216,6 +258,14 @@ func (a *JSONLAuditor) Record(_ context.Context, rec Record) error {
 	if a.err != nil {
 		return fmt.Errorf("%w: log unusable after an earlier failure: %w", ErrAudit, a.err)
 	}
+	if rec.Outcome == StatusCheckpoint {
+		return fmt.Errorf("%w: checkpoint records are written by the auditor only", ErrAudit)
+	}
+	return a.writeLocked(rec)
+}
+
+// writeLocked appends rec; a.mu is held.
+func (a *JSONLAuditor) writeLocked(rec Record) error {
 	if err := a.encode(&rec); err != nil {
 		return fmt.Errorf("%w: %w", ErrAudit, err)
 	}
@@ -326,19 +376,37 @@ func (a *JSONLAuditor) Count() int64 {
 	return a.n
 }
 
-// Close refuses further records and closes the file if the auditor opened it (OpenAuditFile).
+// Anchor returns the log's head (the hash of its last record) and its number of records, those already in the
+// file when it was opened included (JSONLConfig.PrevCount). Keep them where the log's writers cannot change
+// them, and check the log later with `wasmbox audit verify --head HEAD --count N`: records cut from the end,
+// which the chain alone cannot show, are then detected.
+func (a *JSONLAuditor) Anchor() (head string, records int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.prev, a.prevN + a.n
+}
+
+// Close writes the closing checkpoint (with JSONLConfig.Checkpoint), refuses further records, and closes the
+// file if the auditor opened it (OpenAuditFile). It returns the checkpoint's error, if any, else the file's.
 func (a *JSONLAuditor) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var cerr error
+	if a.err == nil && a.ckpt {
+		cerr = a.writeLocked(Record{Time: time.Now().UTC(), Seq: a.prevN + a.n + 1, Outcome: StatusCheckpoint, Decision: "checkpoint",
+			DecidedBy: "audit", Reason: "closing checkpoint: " + strconv.FormatInt(a.prevN+a.n+1, 10) + " records"})
+	}
 	if a.err == nil {
 		a.err = errors.New("auditor closed")
 	}
 	if a.closer != nil {
 		c := a.closer
 		a.closer = nil
-		return c.Close()
+		if err := c.Close(); cerr == nil {
+			cerr = err
+		}
 	}
-	return nil
+	return cerr
 }
 
 // appendJSONString appends s as a JSON string, escaping as documented on JSONLAuditor.
