@@ -94,7 +94,7 @@ func TestDeniedFloodBoundsTheLog(t *testing.T) {
 		t.Fatalf("Flooded %v, floods %d", run.Flooded(), floods)
 	}
 	u := run.Usage()
-	if u.Denied != 21 || u.Unaudited != 979 {
+	if u.Denied != 20 || u.Unaudited != 979 {
 		t.Errorf("usage %+v", u)
 	}
 	if jl.Count() != 21 {

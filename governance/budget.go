@@ -79,7 +79,8 @@ type RunUsage struct {
 	// Calls counts the calls that reached the gate, denied ones included (the max_tool_calls counter).
 	Calls int64
 	// Denied counts the denied calls, malformed ones and those past the caps included (the MaxDeniedCalls
-	// counter), and Unaudited those refused after the run was flooded without a record of their own.
+	// counter), but not the refusals of a flooded run (ErrCallFlood): the first of those is audited, and
+	// Unaudited counts the others, which have no record of their own.
 	Denied, Unaudited int64
 	// CostUnits, Irreversible and PerTool count the calls that passed the budget check and were not refunded
 	// (a call refused later, by approval or an audit failure, is refunded).

@@ -388,9 +388,11 @@ func (r *Run) deny(actx context.Context, call Call, rec *Record, kind, cause err
 	}
 	dec := Decision{Allow: false, Reason: reason, DecidedBy: by}
 	rc.Decision, rc.Reason, rc.DecidedBy, rc.Outcome = "deny", reason, by, StatusDenied
-	r.mu.Lock()
-	r.denied++
-	r.mu.Unlock()
+	if kind != ErrCallFlood { // refusals of a flooded run are counted apart (RunUsage.Unaudited)
+		r.mu.Lock()
+		r.denied++
+		r.mu.Unlock()
+	}
 	derr := &DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: by, Kind: kind, Err: cause}
 	rc.Error = truncateUTF8(derr.Error(), maxErrorBytes)
 	out := Outcome{Call: call, Decision: dec, Status: StatusDenied}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
@@ -64,5 +65,42 @@ ToolError: InvalidToolArguments True
 `
 	if res.Stdout != want {
 		t.Fatalf("stdout:\n%s\nstderr:\n%s", res.Stdout, res.Stderr)
+	}
+}
+
+// A tool that ignores its context and sleeps 6 s, under a 2 s timeout: the run ends with an error soon after
+// the deadline (the gate abandons the tool after its grace), not after the tool's 6 s.
+func TestToolIgnoringContextDoesNotOutliveTheDeadline(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the interpreter")
+	}
+	release := make(chan struct{})
+	defer close(release)
+	reg := hostfuncs.NewRegistry().MustRegister(hostfuncs.Tool{Name: "slow", Effect: governance.ReadOnly,
+		Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			select { // ignores its context
+			case <-release:
+			case <-time.After(6 * time.Second):
+			}
+			return json.RawMessage(`"done"`), nil
+		}})
+	g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: governance.DiscardAuditor{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Tools: reg, Gate: g, Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	start := time.Now()
+	res, err := sb.Run(ctx, "import tools\nprint(tools.slow())\n")
+	took := time.Since(start)
+	if err == nil || took > 4500*time.Millisecond || strings.Contains(res.Stdout, "done") {
+		t.Fatalf("after %s: err %v, stdout %q", took, err, res.Stdout)
+	}
+	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Status != "abandoned" {
+		t.Fatalf("tool calls %+v", res.ToolCalls)
 	}
 }
