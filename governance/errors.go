@@ -7,8 +7,9 @@ import (
 )
 
 // Sentinel errors. Every error returned by [Run.Do] for a call that did not complete satisfies errors.Is with
-// exactly one of the denial sentinels (or a context error, see [DeniedError]); a tool that ran and failed gives
-// ErrToolFailed (and ErrToolPanic when it panicked). The Python bridge maps them to exceptions:
+// exactly one of the denial sentinels (or a context error, see [DeniedError]; ErrCallFlood comes with
+// ErrToolLimit); a tool that ran and failed gives ErrToolFailed (and ErrToolPanic when it panicked,
+// ErrToolAbandoned when the gate stopped waiting for it). The Python bridge maps them to exceptions:
 //
 //	ErrToolLimit (incl. ErrCallFlood)              → ToolLimitExceeded
 //	ErrApprovalTimeout                             → ApprovalTimeout

@@ -81,8 +81,9 @@ const StatusCheckpoint Status = "checkpoint"
 // line, appends '}', and hashes those exact bytes ([Verify] does this). Because each record's C contains the
 // previous hash, every hash commits to the whole log up to that record: editing any byte, removing, inserting
 // or reordering records breaks the chain at the first affected record. Removing records from the end leaves a
-// valid shorter chain; to detect that, keep [JSONLAuditor.Head] (or the count) somewhere the log's writers
-// cannot change and compare it with [VerifyReport.Head].
+// valid shorter chain; to detect that, keep [JSONLAuditor.Anchor] (the head and the record count) somewhere the
+// log's writers cannot change and compare it with [VerifyReport.Head] and [VerifyReport.Records] (`wasmbox
+// audit verify --head H --count N`), or, with a key, write closing checkpoints (JSONLConfig.Checkpoint).
 //
 // # Failures
 //
