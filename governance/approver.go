@@ -17,8 +17,10 @@ type ApprovalRequest struct {
 	Call Call
 	// Reason is why approval is needed (the policy's reason, e.g. "irreversible tool requires approval").
 	Reason string
-	// DisplayArgs are the arguments after GateConfig.Redact, the same bytes the audit log gets: show these
-	// to people.
+	// DisplayArgs are the call's complete arguments after GateConfig.Redact (the audit log gets the same
+	// bytes, or only their size and hash when they are longer than GateConfig.MaxAuditArgsBytes): show these
+	// to people, and never a part of them without saying so. They have no duplicate object keys (the gate
+	// refuses such calls), so what is shown is what the tool receives.
 	DisplayArgs json.RawMessage
 	// Deadline is when the gate stops waiting (zero if it waits as long as the call's context).
 	Deadline time.Time

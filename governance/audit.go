@@ -2,6 +2,8 @@ package governance
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -41,14 +43,20 @@ type Record struct {
 	// Effect and Cost are resolved (policy markings applied); Effect is never "unspecified" in gate records.
 	Effect Effect `json:"effect"`
 	Cost   int64  `json:"cost"`
-	// Args are the call's arguments after GateConfig.Redact (null when the call had none or they were
-	// invalid). They alias the call's memory: copy them to keep them.
+	// Args are the call's arguments after GateConfig.Redact (null when the call had none, when they were
+	// invalid, or when they were larger than GateConfig.MaxAuditArgsBytes). They alias the call's memory: copy
+	// them to keep them.
 	Args json.RawMessage `json:"args"`
+	// ArgsSize is the size in bytes of arguments that were not kept (Args is then null): arguments larger
+	// than GateConfig.MaxAuditArgsBytes, and those of invalid calls. ArgsSHA256 (lowercase hex) is the
+	// SHA-256 of the redacted arguments when they were valid but too large. Both are zero otherwise.
+	ArgsSize   int64  `json:"args_size,omitempty"`
+	ArgsSHA256 string `json:"args_sha256,omitempty"`
 	// Decision is "allow" or "deny"; Reason and DecidedBy come from the gate's [Decision].
 	Decision  string `json:"decision"`
 	Reason    string `json:"reason"`
 	DecidedBy string `json:"decided_by"`
-	// Outcome is allowed, ok, failed or denied.
+	// Outcome is allowed, ok, failed, abandoned, late or denied (see [Status]).
 	Outcome Status `json:"outcome"`
 	// Error is the error text of a failed or denied call (at most 4 KiB).
 	Error string `json:"error"`
@@ -86,57 +94,81 @@ func MultiAuditor(auditors ...Auditor) Auditor {
 	})
 }
 
+// DefaultMemoryAuditorBytes bounds what a [MemoryAuditor] keeps when its MaxBytes is zero.
+const DefaultMemoryAuditorBytes = 32 << 20
+
+// memRecordOverhead is what a kept record costs besides its variable-length fields.
+const memRecordOverhead = 256
+
 // MemoryAuditor keeps records in memory, for tests, benchmarks and for showing a run's calls. It copies the
-// arguments it keeps. The zero value is ready to use and keeps every record.
+// arguments it keeps. The zero value is ready to use and keeps the most recent records that fit in
+// DefaultMemoryAuditorBytes (32 MiB).
 type MemoryAuditor struct {
 	// Limit, if positive, keeps only the last Limit records (older ones are dropped), bounding memory. Set it
 	// before first use.
 	Limit int
+	// MaxBytes bounds the memory the kept records hold, counted as the bytes of their arguments and strings
+	// plus 256 per record: when a new record does not fit, the oldest records are dropped (see Dropped). A
+	// record that alone is larger than a sixteenth of MaxBytes keeps only its arguments' size and SHA-256
+	// (Record.ArgsSize and Record.ArgsSHA256; Args is nil). Zero means DefaultMemoryAuditorBytes (32 MiB); a
+	// negative value means no bound. Set it before first use.
+	MaxBytes int64
 	// Err, if set, is returned by every Record call (and nothing is kept): a failing sink for tests.
 	Err error
 
-	mu   sync.Mutex
-	recs []Record // with a Limit, a ring whose oldest record is at head once full
-	head int
+	mu      sync.Mutex
+	recs    []Record // recs[start:] are kept, oldest first
+	start   int
+	size    int64 // the cost of recs[start:]
+	dropped int64
 }
 
-// Record keeps a copy of rec.
+// recordCost is what rec costs a MemoryAuditor.
+func recordCost(rec *Record) int64 {
+	return memRecordOverhead + int64(len(rec.Args)+len(rec.Chain)+len(rec.RunID)+len(rec.Tool)+len(rec.Source)+
+		len(rec.Decision)+len(rec.Reason)+len(rec.DecidedBy)+len(rec.Outcome)+len(rec.Error)+len(rec.ResultSHA256)+
+		len(rec.ArgsSHA256)+len(rec.PrevHash)+len(rec.Hash))
+}
+
+// Record keeps a copy of rec, dropping the oldest records beyond Limit and MaxBytes.
 func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.Err != nil {
 		return fmt.Errorf("%w: %w", ErrAudit, m.Err)
 	}
+	maxBytes := m.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultMemoryAuditorBytes
+	}
+	if maxBytes > 0 && recordCost(&rec) > maxBytes/16 && len(rec.Args) > 0 {
+		sum := sha256.Sum256(rec.Args)
+		rec.ArgsSize, rec.ArgsSHA256, rec.Args = int64(len(rec.Args)), hex.EncodeToString(sum[:]), nil
+	}
 	if rec.Args != nil {
 		rec.Args = append(json.RawMessage(nil), rec.Args...)
 	}
-	if m.Limit <= 0 || len(m.recs) < m.Limit {
-		if m.head != 0 { // Limit was raised (or removed) after the ring filled up
-			m.recs, m.head = m.ordered(), 0
-		}
-		m.recs = append(m.recs, rec)
-		return nil
+	cost := recordCost(&rec)
+	m.recs = append(m.recs, rec)
+	m.size += cost
+	for n := len(m.recs) - m.start; n > 1 && ((m.Limit > 0 && n > m.Limit) || (maxBytes > 0 && m.size > maxBytes)); n-- {
+		m.size -= recordCost(&m.recs[m.start])
+		m.recs[m.start] = Record{}
+		m.start++
+		m.dropped++
 	}
-	if len(m.recs) > m.Limit { // Limit was lowered
-		m.recs, m.head = m.ordered()[len(m.recs)-m.Limit:], 0
+	if m.start > 0 && m.start >= len(m.recs)/2 { // compact: the dropped half is garbage
+		m.recs = append([]Record(nil), m.recs[m.start:]...)
+		m.start = 0
 	}
-	m.recs[m.head] = rec
-	m.head = (m.head + 1) % len(m.recs)
 	return nil
-}
-
-// ordered returns a new slice of the records kept, oldest first.
-func (m *MemoryAuditor) ordered() []Record {
-	out := make([]Record, 0, len(m.recs))
-	out = append(out, m.recs[m.head:]...)
-	return append(out, m.recs[:m.head]...)
 }
 
 // Records returns a copy of the records kept, oldest first.
 func (m *MemoryAuditor) Records() []Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.ordered()
+	return append([]Record{}, m.recs[m.start:]...)
 }
 
 // RunRecords returns a copy of the records of one run, oldest first.
@@ -144,11 +176,9 @@ func (m *MemoryAuditor) RunRecords(runID string) []Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Record
-	for _, part := range [2][]Record{m.recs[m.head:], m.recs[:m.head]} {
-		for _, r := range part {
-			if r.RunID == runID {
-				out = append(out, r)
-			}
+	for _, r := range m.recs[m.start:] {
+		if r.RunID == runID {
+			out = append(out, r)
 		}
 	}
 	return out
@@ -158,12 +188,19 @@ func (m *MemoryAuditor) RunRecords(runID string) []Record {
 func (m *MemoryAuditor) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.recs)
+	return len(m.recs) - m.start
 }
 
-// Reset drops every record.
+// Dropped returns the number of records dropped so far to respect Limit and MaxBytes.
+func (m *MemoryAuditor) Dropped() int64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.dropped
+}
+
+// Reset drops every record (and resets Dropped).
 func (m *MemoryAuditor) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.recs, m.head = nil, 0
+	m.recs, m.start, m.size, m.dropped = nil, 0, 0, 0
 }

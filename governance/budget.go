@@ -9,6 +9,10 @@ import (
 // DefaultMaxToolCalls is the per-run cap on tool calls when Limits.MaxToolCalls is zero.
 const DefaultMaxToolCalls = 50
 
+// DefaultMaxDeniedCalls is the per-run number of denied calls after which the run is flooded
+// ([ErrCallFlood]) when Limits.MaxDeniedCalls is zero.
+const DefaultMaxDeniedCalls = 100
+
 // Limits are the per-run budgets that every [Run] enforces with its own counters (runs share nothing). All of
 // them are checked before the tool runs; none can be lifted by the policy or the approver.
 //
@@ -30,6 +34,14 @@ type Limits struct {
 	// ToolCaps caps the calls of individual tools per run, by exact tool name. An entry of zero or less
 	// refuses every call of that tool. The gate copies the map.
 	ToolCaps map[string]int64
+	// MaxDeniedCalls bounds the denied calls of a run, whatever the reason (malformed calls, which
+	// MaxToolCalls does not count, and calls past MaxToolCalls included). Once a run has had this many
+	// denials it is flooded: every later call is refused with ErrCallFlood, only the first such refusal is
+	// audited, and [Run.Flooded] reports true so that the caller can end the run. This bounds the records a
+	// run can add to the audit log to 3×MaxToolCalls + MaxDeniedCalls + 1 (two per allowed call, one more
+	// for a tool abandoned at a deadline that returns later, one per denial, one for the flood). Zero means DefaultMaxDeniedCalls (100); a negative value
+	// means 1 (the first denial floods the run).
+	MaxDeniedCalls int64
 }
 
 // Budget is an additional, pluggable meter, consulted after the run's own [Limits] and before approval. Use it
@@ -66,6 +78,10 @@ type CallReport struct {
 type RunUsage struct {
 	// Calls counts the calls that reached the gate, denied ones included (the max_tool_calls counter).
 	Calls int64
+	// Denied counts the denied calls, malformed ones and those past the caps included (the MaxDeniedCalls
+	// counter), but not the refusals of a flooded run (ErrCallFlood): the first of those is audited, and
+	// Unaudited counts the others, which have no record of their own.
+	Denied, Unaudited int64
 	// CostUnits, Irreversible and PerTool count the calls that passed the budget check and were not refunded
 	// (a call refused later, by approval or an audit failure, is refunded).
 	CostUnits    int64
@@ -76,6 +92,16 @@ type RunUsage struct {
 func (l Limits) clone() Limits {
 	l.ToolCaps = maps.Clone(l.ToolCaps)
 	return l
+}
+
+func (l Limits) maxDenied() int64 {
+	switch {
+	case l.MaxDeniedCalls == 0:
+		return DefaultMaxDeniedCalls
+	case l.MaxDeniedCalls < 0:
+		return 1
+	}
+	return l.MaxDeniedCalls
 }
 
 func (l Limits) maxCalls() int64 {

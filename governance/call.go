@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -166,12 +167,16 @@ type Verdict struct {
 type Status string
 
 // The statuses. Every allowed call produces two records, "allowed" (written before the tool runs) and then
-// "ok" or "failed"; every denied call produces one record, "denied".
+// "ok", "failed" or "abandoned"; every denied call produces one record, "denied" (except the calls refused
+// after a run was flooded, see [ErrCallFlood]). A tool that was abandoned and returns later gets a third
+// record, "late", describing what it finally did (its result is discarded).
 const (
-	StatusAllowed Status = "allowed"
-	StatusOK      Status = "ok"
-	StatusFailed  Status = "failed"
-	StatusDenied  Status = "denied"
+	StatusAllowed   Status = "allowed"
+	StatusOK        Status = "ok"
+	StatusFailed    Status = "failed"
+	StatusDenied    Status = "denied"
+	StatusAbandoned Status = "abandoned"
+	StatusLate      Status = "late"
 )
 
 // Outcome describes a call that went through [Run.Do].
@@ -180,11 +185,12 @@ type Outcome struct {
 	Call Call
 	// Decision is the gate's decision; for denials it matches the returned *DeniedError.
 	Decision Decision
-	// Status is StatusOK, StatusFailed or StatusDenied.
+	// Status is StatusOK, StatusFailed, StatusAbandoned or StatusDenied.
 	Status Status
 	// Result is what the tool returned (also when it returned an error alongside).
 	Result []byte
-	// Duration is how long the tool ran; zero if it did not run.
+	// Duration is how long the tool ran (until the gate stopped waiting, for an abandoned tool); zero if it
+	// did not run.
 	Duration time.Duration
 	// AuditErr is not nil when the record of this outcome could not be written. For a denied call the call is
 	// denied regardless; for a call that ran, the tool's result and error are returned as they are (the
@@ -199,7 +205,8 @@ type ToolFunc func(ctx context.Context, call Call) ([]byte, error)
 
 const maxToolNameBytes = 256
 
-// truncateUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence.
+// truncateUTF8 cuts s to at most n bytes without splitting a UTF-8 sequence. A cut string is a copy, so that
+// keeping it does not keep all of s alive.
 func truncateUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -207,5 +214,5 @@ func truncateUTF8(s string, n int) string {
 	for n > 0 && !utf8.RuneStart(s[n]) {
 		n--
 	}
-	return s[:n]
+	return strings.Clone(s[:n])
 }

@@ -24,6 +24,14 @@ import (
 // DefaultMaxArgsBytes bounds a call's arguments when GateConfig.MaxArgsBytes is zero.
 const DefaultMaxArgsBytes = 1 << 20
 
+// DefaultMaxAuditArgsBytes bounds the arguments kept in one audit record when GateConfig.MaxAuditArgsBytes is
+// zero.
+const DefaultMaxAuditArgsBytes = 64 << 10
+
+// DefaultToolGrace is how long the gate waits for a tool after the call's context ended when
+// GateConfig.ToolGrace is zero.
+const DefaultToolGrace = 100 * time.Millisecond
+
 // maxErrorBytes bounds the error text kept in a record.
 const maxErrorBytes = 4 << 10
 
@@ -55,6 +63,18 @@ type GateConfig struct {
 	// MaxArgsBytes bounds a call's arguments; larger calls are denied (ErrInvalidCall). Zero means
 	// DefaultMaxArgsBytes (1 MiB); a negative value means no bound.
 	MaxArgsBytes int
+	// MaxAuditArgsBytes bounds the arguments kept in one audit record (after Redact). A record of larger
+	// arguments keeps only their size and SHA-256 (Record.ArgsSize, Record.ArgsSHA256; Args is null), so
+	// that what one call adds to the log is bounded whatever the guest sends. The approver still sees them
+	// in full (ApprovalRequest.DisplayArgs). Zero means DefaultMaxAuditArgsBytes (64 KiB); a negative value
+	// means no bound of its own (MaxArgsBytes still applies).
+	MaxAuditArgsBytes int
+	// ToolGrace is how long the gate still waits for a running tool after the call's context ended (the
+	// program's deadline passed, or the caller cancelled). A tool that has not returned by then is
+	// abandoned: Do returns a *ToolError wrapping ErrToolAbandoned and the context's error, the call is
+	// audited as "abandoned", and when the tool returns, its result is discarded and a "late" record is
+	// written. Zero means DefaultToolGrace (100 ms); a negative value means no grace at all.
+	ToolGrace time.Duration
 	// Logger receives the gate's diagnostics (denials at debug level, audit failures at error level). Nil
 	// logs nothing.
 	Logger hclog.Logger
@@ -74,9 +94,16 @@ type GateConfig struct {
 //  4. the run's Limits and the Budget, before the tool runs (ErrBudgetExceeded);
 //  5. the Approver, if the policy asked for approval (ErrApprovalDenied, ErrApprovalTimeout);
 //  6. the "allowed" audit record, which must be written, or the tool does not run (ErrAudit);
-//  7. the tool, with the call's context; a panic is recovered into a *ToolError (ErrToolPanic);
-//  8. the outcome audit record: ok or failed, duration, result size and SHA-256.
+//  7. the tool, with the call's context; a panic is recovered into a *ToolError (ErrToolPanic); a tool still
+//     running GateConfig.ToolGrace after the context ended is abandoned (ErrToolAbandoned);
+//  8. the outcome audit record: ok, failed or abandoned, duration, result size and SHA-256.
 //
+// Validation refuses arguments that are not JSON, are larger than GateConfig.MaxArgsBytes, are nested deeper
+// than 1000 levels, or have an object with a duplicate key (exactly equal, or equal under the case folding
+// that Go's encoding/json uses to match struct fields): with duplicates the policy, the approver and the tool
+// could each read a different value.
+//
+// Before all of these, a run that has had Limits.MaxDeniedCalls denials refuses every call (ErrCallFlood).
 // Denied calls are audited too. The Gate itself never panics because of a policy, approver, budget, auditor,
 // redaction hook or tool: their panics become denials or errors.
 type Gate struct {
@@ -89,6 +116,9 @@ type Gate struct {
 	approvalTimeout time.Duration
 	redact          func(string, json.RawMessage) json.RawMessage
 	maxArgs         int
+	maxAuditArgs    int
+	maxDenied       int64
+	toolGrace       time.Duration
 	log             hclog.Logger
 	now             func() time.Time
 }
@@ -112,6 +142,9 @@ func NewGate(cfg GateConfig) (*Gate, error) {
 		approvalTimeout: cfg.ApprovalTimeout,
 		redact:          cfg.Redact,
 		maxArgs:         cfg.MaxArgsBytes,
+		maxAuditArgs:    cfg.MaxAuditArgsBytes,
+		maxDenied:       cfg.Limits.maxDenied(),
+		toolGrace:       cfg.ToolGrace,
 		log:             cfg.Logger,
 		now:             cfg.Now,
 	}
@@ -120,6 +153,15 @@ func NewGate(cfg GateConfig) (*Gate, error) {
 	}
 	if g.maxArgs == 0 {
 		g.maxArgs = DefaultMaxArgsBytes
+	}
+	if g.maxAuditArgs == 0 {
+		g.maxAuditArgs = DefaultMaxAuditArgsBytes
+	}
+	switch {
+	case g.toolGrace == 0:
+		g.toolGrace = DefaultToolGrace
+	case g.toolGrace < 0:
+		g.toolGrace = 0
 	}
 	if g.log == nil {
 		g.log = hclog.NewNullLogger()
@@ -137,6 +179,9 @@ type Run struct {
 
 	mu           sync.Mutex
 	calls        int64
+	denied       int64
+	unaudited    int64
+	flood        bool // the flood refusal was audited
 	cost         int64
 	irreversible int64
 	perTool      map[string]int64
@@ -164,15 +209,27 @@ func (r *Run) ID() string { return r.id }
 func (r *Run) Usage() RunUsage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return RunUsage{Calls: r.calls, CostUnits: r.cost, Irreversible: r.irreversible, PerTool: maps.Clone(r.perTool)}
+	return RunUsage{Calls: r.calls, Denied: r.denied, Unaudited: r.unaudited, CostUnits: r.cost, Irreversible: r.irreversible, PerTool: maps.Clone(r.perTool)}
+}
+
+// Flooded reports whether the run has had Limits.MaxDeniedCalls denials: every further call is refused
+// (ErrCallFlood) and the caller should end the run. A sandbox checks it after each call.
+func (r *Run) Flooded() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.denied >= r.g.maxDenied
 }
 
 // Do passes call through the gate and, if it is allowed, runs tool. It is the one entry point for every tool
 // call: calls bridged from Python, direct agent calls and calls from escalated containers alike.
 //
 // Do assigns call.RunID and call.Seq. It returns the tool's result in Outcome.Result and a nil error when the
-// tool ran and succeeded; a *ToolError when it ran and failed or panicked; a *DeniedError when it did not run.
-// The tool runs in the calling goroutine, with ctx.
+// tool ran and succeeded; a *ToolError when it ran and failed, panicked or was abandoned; a *DeniedError when
+// it did not run.
+//
+// The tool runs with ctx. When ctx can end, the tool runs in a goroutine of its own and Do returns at most
+// GateConfig.ToolGrace after ctx ends, whether the tool honours ctx or not; a tool that never returns keeps
+// its goroutine (the gate cannot stop Go code), but nothing waits for it.
 func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error) {
 	g := r.g
 	call.RunID = r.id
@@ -181,6 +238,25 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 	if ctx.Done() != nil {
 		actx = context.WithoutCancel(ctx)
 	}
+
+	// 0. A flooded run refuses everything; only the first refusal is audited, so the log stays bounded.
+	r.mu.Lock()
+	if r.denied >= g.maxDenied {
+		first := !r.flood
+		r.flood = true
+		if !first {
+			r.unaudited++
+		}
+		denied := r.denied
+		r.mu.Unlock()
+		reason := "the run has had " + strconv.FormatInt(denied, 10) + " denied calls (max_denied_calls); every further call is refused"
+		if first {
+			return r.deny(actx, call, nil, ErrCallFlood, ErrToolLimit, "gate", reason+" and only this one is audited")
+		}
+		derr := &DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: "gate", Kind: ErrCallFlood, Err: ErrToolLimit}
+		return Outcome{Call: call, Decision: Decision{Reason: reason, DecidedBy: "gate"}, Status: StatusDenied}, derr
+	}
+	r.mu.Unlock()
 
 	if reason := g.validate(call, tool); reason != "" {
 		return r.deny(actx, call, nil, ErrInvalidCall, nil, "gate", reason)
@@ -230,11 +306,13 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 	}
 
 	// 4. Approval.
-	rec := g.newRecord(call, true)
+	display := g.redactArgs(call.Tool, call.Args)
+	rec := g.baseRecord(call)
+	g.setArgs(&rec, display)
 	dec := Decision{Allow: true, Reason: orDefault(v.Reason, "allowed by policy"), DecidedBy: "policy"}
 	if v.Action == NeedsApproval {
 		d, kind, cause := g.approve(ctx, ApprovalRequest{
-			Call: call, Reason: orDefault(v.Reason, "approval required"), DisplayArgs: rec.Args,
+			Call: call, Reason: orDefault(v.Reason, "approval required"), DisplayArgs: display,
 		})
 		rec.Time = g.clock() // the record is of the decision, which came now
 		if kind != nil {
@@ -250,6 +328,9 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 	if err := g.record(actx, rec); err != nil {
 		r.release(call)
 		settle(CallReport{})
+		r.mu.Lock()
+		r.denied++
+		r.mu.Unlock()
 		g.log.Error("governance: audit failed; tool not run", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
 		dec = Decision{Allow: false, Reason: "the audit record could not be written: " + strings.TrimPrefix(err.Error(), ErrAudit.Error()+": "), DecidedBy: "gate"}
 		return Outcome{Call: call, Decision: dec, Status: StatusDenied, AuditErr: err},
@@ -258,7 +339,7 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 
 	// 6. The tool.
 	start := time.Now()
-	res, terr := runTool(ctx, call, tool)
+	res, terr, late := r.runBounded(ctx, actx, call, tool, rec, start)
 	end := time.Now()
 	dur := end.Sub(start)
 	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
@@ -272,7 +353,12 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 	}
 	rec.Outcome = StatusOK
 	rec.Duration = dur
-	if terr != nil {
+	if late != nil {
+		out.Status = StatusAbandoned
+		rec.Outcome = StatusAbandoned
+		rec.Error = truncateUTF8(terr.Error(), maxErrorBytes)
+		defer close(late) // the tool's goroutine writes its "late" record after this one
+	} else if terr != nil {
 		out.Status = StatusFailed
 		rec.Outcome = StatusFailed
 		rec.Error = truncateUTF8(terr.Error(), maxErrorBytes)
@@ -295,13 +381,18 @@ func (r *Run) deny(actx context.Context, call Call, rec *Record, kind, cause err
 	if rec != nil {
 		rc = *rec
 	} else {
-		rc = g.newRecord(call, kind != ErrInvalidCall)
+		rc = g.newRecord(call, kind != ErrInvalidCall && kind != ErrCallFlood)
 	}
 	if by == "" {
 		by = "gate"
 	}
 	dec := Decision{Allow: false, Reason: reason, DecidedBy: by}
 	rc.Decision, rc.Reason, rc.DecidedBy, rc.Outcome = "deny", reason, by, StatusDenied
+	if kind != ErrCallFlood { // refusals of a flooded run are counted apart (RunUsage.Unaudited)
+		r.mu.Lock()
+		r.denied++
+		r.mu.Unlock()
+	}
 	derr := &DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: by, Kind: kind, Err: cause}
 	rc.Error = truncateUTF8(derr.Error(), maxErrorBytes)
 	out := Outcome{Call: call, Decision: dec, Status: StatusDenied}
@@ -344,6 +435,9 @@ func (g *Gate) validate(call Call, tool ToolFunc) string {
 	case len(call.Args) > 0 && !json.Valid(call.Args):
 		return "arguments are not valid JSON"
 	}
+	if reason := duplicateKey(call.Args); reason != "" {
+		return reason
+	}
 	for i := 0; i < len(call.Tool); i++ {
 		if c := call.Tool[i]; c < 0x20 || c == 0x7f || (c >= utf8.RuneSelf && hasControl(call.Tool[i:])) {
 			return "tool name contains control characters"
@@ -370,8 +464,21 @@ func (g *Gate) clock() time.Time {
 	return time.Now().UTC()
 }
 
-// newRecord starts the record of call; with argsOK its arguments are redacted into it, otherwise they are null.
+// newRecord starts the record of call; with argsOK its arguments are redacted into it (or their size and
+// hash, when too large), otherwise they are null and only their size is kept.
 func (g *Gate) newRecord(call Call, argsOK bool) Record {
+	rec := g.baseRecord(call)
+	switch {
+	case argsOK && len(call.Args) > 0:
+		g.setArgs(&rec, g.redactArgs(call.Tool, call.Args))
+	case len(call.Args) > 0:
+		rec.ArgsSize = int64(len(call.Args))
+	}
+	return rec
+}
+
+// baseRecord starts the record of call, without its arguments.
+func (g *Gate) baseRecord(call Call) Record {
 	rec := Record{
 		Version: RecordVersion,
 		Time:    g.clock(),
@@ -385,10 +492,21 @@ func (g *Gate) newRecord(call Call, argsOK bool) Record {
 	if rec.Effect > Irreversible {
 		rec.Effect = Irreversible
 	}
-	if argsOK && len(call.Args) > 0 {
-		rec.Args = g.redactArgs(call.Tool, call.Args)
-	}
 	return rec
+}
+
+// setArgs puts args (already redacted) into rec, or only their size and SHA-256 if they are larger than
+// MaxAuditArgsBytes.
+func (g *Gate) setArgs(rec *Record, args json.RawMessage) {
+	if len(args) == 0 {
+		return
+	}
+	if g.maxAuditArgs > 0 && len(args) > g.maxAuditArgs {
+		sum := sha256.Sum256(args)
+		rec.Args, rec.ArgsSize, rec.ArgsSHA256 = nil, int64(len(args)), hex.EncodeToString(sum[:])
+		return
+	}
+	rec.Args = args
 }
 
 var (
@@ -519,6 +637,75 @@ func safeSettle(log hclog.Logger, s func(CallReport), c CallReport) {
 		}
 	}()
 	s(c)
+}
+
+type toolResult struct {
+	res []byte
+	err error
+}
+
+// runBounded runs tool with ctx and returns its result, or gives up GateConfig.ToolGrace after ctx ended. For
+// an abandoned tool it returns a *ToolError with Abandoned set and a channel that the caller closes once it
+// has written the "abandoned" record; the tool's goroutine then writes a "late" record (based on rec) when the
+// tool returns.
+func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, rec Record, start time.Time) ([]byte, error, chan struct{}) {
+	if ctx.Done() == nil { // nothing can end this call: run the tool here
+		res, err := runTool(ctx, call, tool)
+		return res, err, nil
+	}
+	g := r.g
+	const running, finished, abandoned = 0, 1, 2
+	var state atomic.Int32
+	done := make(chan toolResult, 1)
+	late := make(chan struct{})
+	go func() {
+		res, err := runTool(ctx, call, tool)
+		if state.CompareAndSwap(running, finished) {
+			done <- toolResult{res, err} // buffered: never blocks
+			return
+		}
+		// Abandoned: the caller has gone. Record what the tool finally did, after the "abandoned" record.
+		dur := time.Since(start)
+		<-late
+		lr := rec
+		lr.Time = g.clock()
+		lr.Outcome, lr.Duration, lr.Error = StatusLate, dur, ""
+		lr.Reason = "the tool returned after the gate had abandoned it; its result was discarded"
+		if err != nil {
+			lr.Error = truncateUTF8(err.Error(), maxErrorBytes)
+		} else {
+			sum := sha256.Sum256(res)
+			lr.ResultSize, lr.ResultSHA256 = int64(len(res)), hex.EncodeToString(sum[:])
+		}
+		if aerr := g.record(actx, lr); aerr != nil {
+			g.log.Debug("governance: late result not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", aerr)
+		}
+	}()
+	select {
+	case tr := <-done:
+		return tr.res, tr.err, nil
+	case <-ctx.Done():
+	}
+	if g.toolGrace > 0 {
+		t := time.NewTimer(g.toolGrace)
+		select {
+		case tr := <-done:
+			t.Stop()
+			return tr.res, tr.err, nil
+		case <-t.C:
+		}
+	}
+	if !state.CompareAndSwap(running, abandoned) { // it returned just now
+		tr := <-done
+		return tr.res, tr.err, nil
+	}
+	cerr := ctx.Err()
+	cause := context.Cause(ctx)
+	if cause != nil && cause != cerr {
+		cerr = fmt.Errorf("%w (%w)", cerr, cause)
+	}
+	g.log.Debug("governance: tool abandoned", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "grace", g.toolGrace)
+	return nil, &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: cerr, Abandoned: true}, late
 }
 
 // runTool runs tool, turning errors and panics into *ToolError.

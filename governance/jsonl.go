@@ -41,7 +41,19 @@ type JSONLConfig struct {
 	// PrevHash continues an existing chain: the hash of the last record already in the stream. Empty starts a
 	// new chain (the first record's prev_hash is ""). OpenAuditFile sets it from the file.
 	PrevHash string
+	// PrevCount is the number of records already in the stream, for [JSONLAuditor.Anchor] (and the position
+	// that a checkpoint records). OpenAuditFile sets it from the file.
+	PrevCount int64
+	// Checkpoint makes Close write a closing checkpoint record (Outcome "checkpoint", Seq the record's own
+	// 1-based position in the log), which needs a Key. [Verify] with the key then refuses a log that contains
+	// checkpoints but does not end with one: a tail cut from a closed log is detected without an anchor kept
+	// elsewhere, unless the cut falls exactly after an earlier Close. A log being written fails that check
+	// until it is closed.
+	Checkpoint bool
 }
+
+// StatusCheckpoint is the Outcome of a checkpoint record (see JSONLConfig.Checkpoint).
+const StatusCheckpoint Status = "checkpoint"
 
 // JSONLAuditor writes an append-only, hash-chained log of JSON lines: one [Record] per line, each written with a
 // single Write call. It is safe for concurrent use.
@@ -55,7 +67,9 @@ type JSONLConfig struct {
 //	 "decision":S,"reason":S,"decided_by":S,"outcome":S,"error":S,"duration_ns":N,"result_size":N,
 //	 "result_sha256":S,"prev_hash":H}
 //
-// where T is the time in UTC formatted with time.RFC3339Nano, N are base-10 integers, A is the arguments as
+// The members "args_size":N,"args_sha256":S follow "args" only when the record kept the arguments' size (and
+// hash) instead of the arguments themselves (Record.ArgsSize or Record.ArgsSHA256 set); otherwise they are
+// absent. T is the time in UTC formatted with time.RFC3339Nano, N are base-10 integers, A is the arguments as
 // compact JSON (json.Compact) or null, H is the previous record's hash ("" for the first record of a chain), and
 // strings S are JSON strings in which '"', '\\' and the control characters below U+0020 are escaped (\n, \r,
 // \t or \u00XX), U+2028 and U+2029 are written \u2028 and \u2029, invalid UTF-8 bytes become \ufffd, and every
@@ -67,8 +81,9 @@ type JSONLConfig struct {
 // line, appends '}', and hashes those exact bytes ([Verify] does this). Because each record's C contains the
 // previous hash, every hash commits to the whole log up to that record: editing any byte, removing, inserting
 // or reordering records breaks the chain at the first affected record. Removing records from the end leaves a
-// valid shorter chain; to detect that, keep [JSONLAuditor.Head] (or the count) somewhere the log's writers
-// cannot change and compare it with [VerifyReport.Head].
+// valid shorter chain; to detect that, keep [JSONLAuditor.Anchor] (the head and the record count) somewhere the
+// log's writers cannot change and compare it with [VerifyReport.Head] and [VerifyReport.Records] (`wasmbox
+// audit verify --head H --count N`), or, with a key, write closing checkpoints (JSONLConfig.Checkpoint).
 //
 // # Failures
 //
@@ -86,6 +101,8 @@ type JSONLAuditor struct {
 	compact bytes.Buffer
 	sum     [sha256.Size]byte
 	n       int64
+	prevN   int64
+	ckpt    bool
 	err     error
 }
 
@@ -94,7 +111,13 @@ func NewJSONLAuditor(w io.Writer, cfg JSONLConfig) (*JSONLAuditor, error) {
 	if w == nil {
 		return nil, errors.New("governance: NewJSONLAuditor: nil writer")
 	}
-	a := &JSONLAuditor{w: w, chain: ChainSHA256, h: sha256.New(), prev: cfg.PrevHash}
+	a := &JSONLAuditor{w: w, chain: ChainSHA256, h: sha256.New(), prev: cfg.PrevHash, prevN: cfg.PrevCount, ckpt: cfg.Checkpoint}
+	switch {
+	case cfg.Checkpoint && len(cfg.Key) == 0:
+		return nil, errors.New("governance: NewJSONLAuditor: Checkpoint needs a Key (an unkeyed checkpoint can be forged)")
+	case cfg.PrevCount < 0 || (cfg.PrevCount > 0 && cfg.PrevHash == ""):
+		return nil, fmt.Errorf("governance: NewJSONLAuditor: PrevCount %d does not fit PrevHash %q", cfg.PrevCount, cfg.PrevHash)
+	}
 	if len(cfg.Key) > 0 {
 		if len(cfg.Key) < MinKeyBytes {
 			return nil, fmt.Errorf("governance: NewJSONLAuditor: HMAC key is %d bytes, want at least %d", len(cfg.Key), MinKeyBytes)
@@ -168,7 +191,14 @@ func openAuditFile(f *os.File, cfg JSONLConfig) (*JSONLAuditor, error) {
 		if cfg.PrevHash != "" && cfg.PrevHash != sum {
 			return nil, errors.New("JSONLConfig.PrevHash differs from the file's last hash")
 		}
-		cfg.PrevHash = sum
+		n, err := countLines(f, st.Size())
+		if err != nil {
+			return nil, err
+		}
+		if cfg.PrevCount != 0 && cfg.PrevCount != n {
+			return nil, errors.New("JSONLConfig.PrevCount differs from the file's record count")
+		}
+		cfg.PrevHash, cfg.PrevCount = sum, n
 	}
 	a, err := NewJSONLAuditor(f, cfg)
 	if err != nil {
@@ -176,6 +206,21 @@ func openAuditFile(f *os.File, cfg JSONLConfig) (*JSONLAuditor, error) {
 	}
 	a.closer = f
 	return a, nil
+}
+
+// countLines returns the number of '\n' in the first size bytes of f.
+func countLines(f *os.File, size int64) (int64, error) {
+	buf := make([]byte, 64<<10)
+	var n int64
+	for off := int64(0); off < size; {
+		k, err := f.ReadAt(buf[:min(int64(len(buf)), size-off)], off)
+		n += int64(bytes.Count(buf[:k], []byte{'\n'}))
+		off += int64(k)
+		if err != nil && !(errors.Is(err, io.EOF) && off >= size) {
+			return 0, err
+		}
+	}
+	return n, nil
 }
 
 // lastLine returns the last line of f (without its '\n'), which must end with '\n'.
@@ -214,6 +259,14 @@ func (a *JSONLAuditor) Record(_ context.Context, rec Record) error {
 	if a.err != nil {
 		return fmt.Errorf("%w: log unusable after an earlier failure: %w", ErrAudit, a.err)
 	}
+	if rec.Outcome == StatusCheckpoint {
+		return fmt.Errorf("%w: checkpoint records are written by the auditor only", ErrAudit)
+	}
+	return a.writeLocked(rec)
+}
+
+// writeLocked appends rec; a.mu is held.
+func (a *JSONLAuditor) writeLocked(rec Record) error {
 	if err := a.encode(&rec); err != nil {
 		return fmt.Errorf("%w: %w", ErrAudit, err)
 	}
@@ -270,6 +323,12 @@ func (a *JSONLAuditor) encode(rec *Record) error {
 		}
 		b = append(b, a.compact.Bytes()...)
 	}
+	if rec.ArgsSize != 0 || rec.ArgsSHA256 != "" {
+		b = append(b, `,"args_size":`...)
+		b = strconv.AppendInt(b, rec.ArgsSize, 10)
+		b = append(b, `,"args_sha256":`...)
+		b = appendJSONString(b, rec.ArgsSHA256)
+	}
 	b = append(b, `,"decision":`...)
 	b = appendJSONString(b, rec.Decision)
 	b = append(b, `,"reason":`...)
@@ -318,19 +377,37 @@ func (a *JSONLAuditor) Count() int64 {
 	return a.n
 }
 
-// Close refuses further records and closes the file if the auditor opened it (OpenAuditFile).
+// Anchor returns the log's head (the hash of its last record) and its number of records, those already in the
+// file when it was opened included (JSONLConfig.PrevCount). Keep them where the log's writers cannot change
+// them, and check the log later with `wasmbox audit verify --head HEAD --count N`: records cut from the end,
+// which the chain alone cannot show, are then detected.
+func (a *JSONLAuditor) Anchor() (head string, records int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.prev, a.prevN + a.n
+}
+
+// Close writes the closing checkpoint (with JSONLConfig.Checkpoint), refuses further records, and closes the
+// file if the auditor opened it (OpenAuditFile). It returns the checkpoint's error, if any, else the file's.
 func (a *JSONLAuditor) Close() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	var cerr error
+	if a.err == nil && a.ckpt {
+		cerr = a.writeLocked(Record{Time: time.Now().UTC(), Seq: a.prevN + a.n + 1, Outcome: StatusCheckpoint, Decision: "checkpoint",
+			DecidedBy: "audit", Reason: "closing checkpoint: " + strconv.FormatInt(a.prevN+a.n+1, 10) + " records"})
+	}
 	if a.err == nil {
 		a.err = errors.New("auditor closed")
 	}
 	if a.closer != nil {
 		c := a.closer
 		a.closer = nil
-		return c.Close()
+		if err := c.Close(); cerr == nil {
+			cerr = err
+		}
 	}
-	return nil
+	return cerr
 }
 
 // appendJSONString appends s as a JSON string, escaping as documented on JSONLAuditor.

@@ -2,7 +2,9 @@ package governance
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +22,11 @@ import (
 //
 // It never writes to standard output, which belongs to the program's results: the default Out is os.Stderr.
 // Everything shown that came from the call (tool name, arguments, reason) is escaped so that code in the
-// sandbox cannot smuggle terminal control sequences into the question; arguments are shown after
-// GateConfig.Redact and shortened to MaxArgsBytes.
+// sandbox cannot smuggle terminal control sequences into the question. Arguments are shown after
+// GateConfig.Redact, compacted (insignificant whitespace removed, so that padding cannot push a value out of
+// sight), and never cut silently: arguments longer than MaxArgsBytes are shown up to that length with the
+// number of bytes not shown, and the call is then denied without asking, because nobody can approve what they
+// were not shown. (The gate refuses arguments with duplicate object keys before any approver sees them.)
 //
 // Questions are asked one at a time; concurrent requests wait their turn (within their own timeout). One
 // goroutine reads In for the life of the approver. After a question timed out, whatever was typed since is
@@ -33,7 +38,7 @@ type TerminalApprover struct {
 	In           io.Reader // nil: os.Stdin
 	Out          io.Writer // nil: os.Stderr
 	Name         string    // recorded as DecidedBy "approver:Name"; empty means "terminal"
-	MaxArgsBytes int       // arguments shown; zero means 1024
+	MaxArgsBytes int       // the longest arguments shown (longer ones are denied); zero means DefaultTerminalArgsBytes
 
 	once  sync.Once
 	turn  chan struct{} // a one-slot semaphore: whoever holds it asks
@@ -41,6 +46,9 @@ type TerminalApprover struct {
 	inErr error // sticky end of input; guarded by turn
 	stale bool  // the last question timed out; guarded by turn
 }
+
+// DefaultTerminalArgsBytes is the longest arguments a [TerminalApprover] shows when its MaxArgsBytes is zero.
+const DefaultTerminalArgsBytes = 8 << 10
 
 type lineOrErr struct {
 	line string
@@ -109,8 +117,12 @@ func (t *TerminalApprover) Approve(ctx context.Context, req ApprovalRequest) (De
 		}
 	}
 	t.stale = false
-	if _, err := io.WriteString(out, t.question(req)); err != nil {
+	q, hidden := t.question(req)
+	if _, err := io.WriteString(out, q); err != nil {
 		return Decision{}, fmt.Errorf("governance: terminal output: %w", err)
+	}
+	if hidden > 0 {
+		return Decision{Allow: false, Reason: "arguments too long to show in full (" + strconv.Itoa(hidden) + " bytes not shown): denied without asking", DecidedBy: by}, nil
 	}
 	select {
 	case l := <-t.lines:
@@ -134,29 +146,42 @@ func (t *TerminalApprover) Approve(ctx context.Context, req ApprovalRequest) (De
 	}
 }
 
-func (t *TerminalApprover) question(req ApprovalRequest) string {
+// question returns the text to show and how many bytes of the arguments it does not show (then the call is
+// denied without asking).
+func (t *TerminalApprover) question(req ApprovalRequest) (string, int) {
 	c := req.Call
 	limit := t.MaxArgsBytes
 	if limit <= 0 {
-		limit = 1024
+		limit = DefaultTerminalArgsBytes
 	}
+	var compact bytes.Buffer
 	args := string(req.DisplayArgs)
+	if json.Compact(&compact, req.DisplayArgs) == nil {
+		args = compact.String()
+	}
 	if args == "" {
 		args = "(none)"
 	}
+	hidden := 0
 	if len(args) > limit {
-		args = truncateUTF8(args, limit) + "… (" + strconv.Itoa(len(req.DisplayArgs)) + " bytes)"
+		shown := truncateUTF8(args, limit)
+		hidden = len(args) - len(shown)
+		args = shown + "… [" + strconv.Itoa(hidden) + " MORE BYTES NOT SHOWN: " + strconv.Itoa(len(args)) + " bytes in all]"
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nApproval needed: run %s, call %d, from %s\n", sanitize(c.RunID), c.Seq, sanitize(string(c.Source)))
 	fmt.Fprintf(&b, "  tool:   %s (%s, cost %d)\n", sanitize(c.Tool), c.Effect.Resolve(), c.Cost)
 	fmt.Fprintf(&b, "  why:    %s\n", sanitize(req.Reason))
 	fmt.Fprintf(&b, "  args:   %s\n", sanitize(args))
+	if hidden > 0 {
+		fmt.Fprintf(&b, "Denied: the arguments are longer than this approver shows (%d bytes), and a call cannot be approved unseen.\n", limit)
+		return b.String(), hidden
+	}
 	if !req.Deadline.IsZero() {
 		fmt.Fprintf(&b, "  answer within %s\n", time.Until(req.Deadline).Round(time.Second))
 	}
 	b.WriteString("Approve? [y/N] ")
-	return b.String()
+	return b.String(), 0
 }
 
 // sanitize escapes every rune that is not printable (control characters, C1 controls, bidi overrides, invalid

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"strconv"
 )
 
 // maxLineBytes bounds one line of an audit log (arguments are bounded by GateConfig.MaxArgsBytes; escaping can
@@ -24,9 +25,14 @@ type VerifyReport struct {
 	Records int
 	// Keyed reports whether the records are HMAC-keyed.
 	Keyed bool
-	// Head is the hash of the last intact record ("" if there is none). Compare it with a head kept elsewhere
-	// (JSONLAuditor.Head) to detect records removed from the end, which a chain alone cannot show.
+	// Head is the hash of the last intact record ("" if there is none). Compare it and Records with an anchor
+	// kept elsewhere (JSONLAuditor.Anchor) to detect records removed from the end, which a chain alone cannot
+	// show.
 	Head string
+	// Checkpoints counts the closing checkpoint records (JSONLConfig.Checkpoint); Closed reports that the
+	// last record is one.
+	Checkpoints int
+	Closed      bool
 }
 
 // VerifyError names the first record of an audit log that fails verification. It wraps ErrTampered.
@@ -56,7 +62,11 @@ func (e *VerifyError) Unwrap() error { return ErrTampered }
 // With a key, every record must be HMAC-keyed (a plain record is a downgrade and fails); without a key, an
 // HMAC-keyed record gives an error wrapping ErrKeyRequired. A wrong key fails at the first record.
 // Read errors are returned as they are. Records removed from the end of the log cannot be detected by the chain
-// itself: compare the report's Head with a head kept elsewhere.
+// itself: compare the report's Head and Records with an anchor kept elsewhere ([JSONLAuditor.Anchor]). A keyed
+// log written with closing checkpoints (JSONLConfig.Checkpoint) must end with one: otherwise Verify returns a
+// *VerifyError naming the line after the last, with every record counted as intact (records were cut from the
+// end, or the log is still being written). A checkpoint must be HMAC-keyed and its Seq must be its own line
+// number.
 func Verify(r io.Reader, key []byte) (VerifyReport, error) {
 	var rep VerifyReport
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -71,6 +81,10 @@ func Verify(r io.Reader, key []byte) (VerifyReport, error) {
 	for lineNo := 1; ; lineNo++ {
 		line, err := readLine(br)
 		if err == io.EOF && len(line) == 0 {
+			if rep.Checkpoints > 0 && !rep.Closed {
+				return rep, &VerifyError{Line: lineNo, Reason: "the log does not end with a closing checkpoint although it has " +
+					strconv.Itoa(rep.Checkpoints) + ": records were cut from the end, or the log is still open"}
+			}
 			return rep, nil
 		}
 		bad := func(seq int64, run, reason string) (VerifyReport, error) {
@@ -120,6 +134,16 @@ func Verify(r io.Reader, key []byte) (VerifyReport, error) {
 				return bad(rec.Seq, rec.RunID, "first record does not start a chain (records removed from the start?)")
 			}
 			return bad(rec.Seq, rec.RunID, "prev_hash does not match the previous record: a record was removed, inserted or reordered")
+		}
+		rep.Closed = rec.Outcome == StatusCheckpoint
+		if rep.Closed {
+			switch {
+			case !rep.Keyed:
+				return bad(rec.Seq, rec.RunID, "checkpoint record in an unkeyed log (anyone could have written it)")
+			case rec.Seq != int64(lineNo):
+				return bad(rec.Seq, rec.RunID, fmt.Sprintf("checkpoint says it is record %d but is record %d: records were removed or inserted", rec.Seq, lineNo))
+			}
+			rep.Checkpoints++
 		}
 		prev = sum
 		rep.Records++

@@ -2,37 +2,69 @@ package hostfuncs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/wasmbox/wasmbox/governance"
 )
 
+// The bounds of what a Bridge keeps of a run's calls (Bridge.Calls), whatever the guest sends.
+const (
+	// MaxCallArgsBytes is the most argument bytes one ToolCall keeps; larger arguments are described by
+	// ArgsSize and ArgsSHA256 instead.
+	MaxCallArgsBytes = 64 << 10
+	// MaxRetainedArgsBytes is the most argument bytes the ToolCalls of one Bridge keep in all; past it, calls
+	// keep ArgsSize and ArgsSHA256 only.
+	MaxRetainedArgsBytes = 1 << 20
+	// MaxCallRecords is the most ToolCalls one Bridge keeps; later calls are only counted (Bridge.Unrecorded).
+	MaxCallRecords = 1000
+	// maxToolNameBytes and maxCallTextBytes bound a ToolCall's tool name, and its reason and error text.
+	maxToolNameBytes = 256
+	maxCallTextBytes = 4 << 10
+)
+
 // ToolCall records one tool call of a run, whatever its outcome.
 type ToolCall struct {
-	Seq       int64           `json:"seq"`
-	Tool      string          `json:"tool"`
-	Args      json.RawMessage `json:"args,omitempty"`
-	Status    string          `json:"status"` // "ok", "failed" or "denied"
-	DecidedBy string          `json:"decided_by,omitempty"`
-	Reason    string          `json:"reason,omitempty"`
-	Error     string          `json:"error,omitempty"`
-	ErrorType string          `json:"error_type,omitempty"` // the Python exception raised, if any
-	Duration  time.Duration   `json:"duration_ns"`
+	Seq  int64  `json:"seq"`
+	Tool string `json:"tool"` // at most 256 bytes (longer names are cut)
+	// Args are the call's arguments, when they fit in the bridge's bounds (MaxCallArgsBytes per call,
+	// MaxRetainedArgsBytes per bridge); otherwise Args is nil and ArgsSize and ArgsSHA256 (lowercase hex)
+	// describe them.
+	Args       json.RawMessage `json:"args,omitempty"`
+	ArgsSize   int64           `json:"args_size,omitempty"`
+	ArgsSHA256 string          `json:"args_sha256,omitempty"`
+	// Status is "ok", "failed", "abandoned" (the tool was still running when the deadline passed) or
+	// "denied".
+	Status    string        `json:"status"`
+	DecidedBy string        `json:"decided_by,omitempty"`
+	Reason    string        `json:"reason,omitempty"`
+	Error     string        `json:"error,omitempty"`
+	ErrorType string        `json:"error_type,omitempty"` // the Python exception raised, if any
+	Duration  time.Duration `json:"duration_ns"`
 }
 
 // Bridge serves the tool calls of one run: it validates them against the registry and passes every one through
 // the run's governance.Run before the tool runs.
+//
+// What it keeps of the calls is bounded in bytes and records (see MaxCallRecords and the other bounds), and it
+// never copies arguments it does not keep. When the governance run is flooded (too many denied calls, see
+// governance.ErrCallFlood), every later call is refused: the caller should then end the run
+// ([Bridge.Flooded]).
 type Bridge struct {
-	reg    *Registry
-	run    *governance.Run
-	source governance.Source
-	mu     sync.Mutex
-	calls  []ToolCall
+	reg        *Registry
+	run        *governance.Run
+	source     governance.Source
+	mu         sync.Mutex
+	calls      []ToolCall
+	keptArgs   int
+	unrecorded int64
 }
 
 // NewBridge returns the bridge of one run.
@@ -49,6 +81,18 @@ func (b *Bridge) Calls() []ToolCall {
 
 // RunID is the governance run id.
 func (b *Bridge) RunID() string { return b.run.ID() }
+
+// Flooded reports whether the governance run refuses every further call because it had too many denied calls
+// (governance.Limits.MaxDeniedCalls): a program that keeps calling after that is flooding the host, and its run
+// should end now.
+func (b *Bridge) Flooded() bool { return b.run.Flooded() }
+
+// Unrecorded returns the number of calls not kept in Calls because MaxCallRecords was reached.
+func (b *Bridge) Unrecorded() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.unrecorded
+}
 
 var (
 	errUnknownTool = errors.New("unknown tool")
@@ -67,12 +111,13 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	if t, ok := b.reg.Lookup(name); ok {
 		effect, cost = t.Effect, t.Cost
 	}
+	shown := cut(name, maxToolNameBytes) // for messages
 	start := time.Now()
 	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source},
 		func(ctx context.Context, call governance.Call) ([]byte, error) {
 			t, ok := b.reg.Lookup(name)
 			if !ok {
-				return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, name, strings.Join(b.reg.Names(), ", "))
+				return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, shown, strings.Join(b.reg.Names(), ", "))
 			}
 			if err := b.reg.Validate(name, call.Args); err != nil {
 				return nil, fmt.Errorf("%w: %w", errInvalidArgs, err)
@@ -82,30 +127,56 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 				return nil, err
 			}
 			if !json.Valid(res) {
-				return nil, fmt.Errorf("tool %s returned invalid JSON", name)
+				return nil, fmt.Errorf("tool %s returned invalid JSON", shown)
 			}
 			return res, nil
 		})
-	rec := ToolCall{Seq: out.Call.Seq, Tool: name, Args: args, Status: string(out.Status), DecidedBy: out.Decision.DecidedBy,
-		Reason: out.Decision.Reason, Duration: time.Since(start)}
+	rec := ToolCall{Seq: out.Call.Seq, Tool: cut(name, maxToolNameBytes), Status: string(out.Status), DecidedBy: out.Decision.DecidedBy,
+		Reason: cut(out.Decision.Reason, maxCallTextBytes), Duration: time.Since(start)}
 	if err == nil {
 		rec.Status = "ok"
-		b.record(rec)
+		b.record(rec, args)
 		return out.Result, false
 	}
 	typ, msg := pythonError(err)
+	msg = cut(msg, maxCallTextBytes)
 	rec.Error, rec.ErrorType = msg, typ
 	if rec.Status == "" || rec.Status == "allowed" {
 		rec.Status = "failed"
 	}
-	b.record(rec)
+	b.record(rec, args)
 	return ErrorResponse(typ, msg), true
 }
 
-func (b *Bridge) record(c ToolCall) {
+// record keeps c with as much of args as the bounds allow.
+func (b *Bridge) record(c ToolCall, args json.RawMessage) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.calls) >= MaxCallRecords {
+		b.unrecorded++
+		return
+	}
+	if len(args) <= MaxCallArgsBytes && b.keptArgs+len(args) <= MaxRetainedArgsBytes {
+		c.Args = append(json.RawMessage(nil), args...)
+		b.keptArgs += len(args)
+	} else {
+		sum := sha256.Sum256(args)
+		c.ArgsSize, c.ArgsSHA256 = int64(len(args)), hex.EncodeToString(sum[:])
+	}
 	b.calls = append(b.calls, c)
-	b.mu.Unlock()
+}
+
+// cut shortens s to at most n bytes (a copy, so that the rest of s is not kept alive), without splitting a
+// UTF-8 sequence, and marks the cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return strings.Clone(s[:i]) + "…"
 }
 
 // pythonError maps a gate error to the Python exception class and its message.
@@ -129,7 +200,10 @@ func pythonError(err error) (typ, msg string) {
 		return "ToolDenied", deniedMessage(err)
 	case errors.As(err, &te):
 		if te.Panic != nil {
-			return "ToolError", fmt.Sprintf("tool %s failed: it panicked on the host", te.Tool)
+			return "ToolError", fmt.Sprintf("tool %s failed: it panicked on the host", cut(te.Tool, maxToolNameBytes))
+		}
+		if te.Abandoned {
+			return "ToolError", fmt.Sprintf("tool %s did not finish before the deadline; its result is discarded", cut(te.Tool, maxToolNameBytes))
 		}
 		return "ToolError", innerMessage(err)
 	}
@@ -140,9 +214,9 @@ func deniedMessage(err error) string {
 	var de *governance.DeniedError
 	if errors.As(err, &de) {
 		if de.Reason != "" {
-			return fmt.Sprintf("call to %s denied: %s", de.Tool, de.Reason)
+			return fmt.Sprintf("call to %s denied: %s", cut(de.Tool, maxToolNameBytes), de.Reason)
 		}
-		return fmt.Sprintf("call to %s denied", de.Tool)
+		return fmt.Sprintf("call to %s denied", cut(de.Tool, maxToolNameBytes))
 	}
 	return err.Error()
 }

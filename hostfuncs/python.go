@@ -10,10 +10,15 @@ import (
 // pyPrelude is the fixed part of the generated `tools` module: the exception hierarchy and the call helper.
 // PythonExceptions is the Python source of the tool exception hierarchy (and _ERRORS, by class name), shared by
 // the generated tools module and escalate's container client so the two cannot drift apart.
-const PythonExceptions = `class ToolException(Exception):
+//
+// Its code refers at call time only to names that start with an underscore, which no tool may have, so that a
+// tool named like a builtin (super, type, dict) cannot break it.
+const PythonExceptions = `_Exception = Exception
+
+class ToolException(Exception):
     """Base class of every tool failure: tool is the tool name, type the error type the host gave."""
     def __init__(self, message, tool=None, type=None):
-        super().__init__(message)
+        _Exception.__init__(self, message)
         self.message = message
         self.tool = tool
         self.type = type or self.__class__.__name__
@@ -54,14 +59,21 @@ Every failure raises a subclass of ToolException:
 """
 import json as _json
 import _wasmbox
+import builtins as _builtins
 
 @@EXCEPTIONS@@
 _MISSING = object()
 
 import _json as _cjson
 
+# Tools are module globals and may be named like builtins; the code below refers at call time only to names
+# that start with an underscore, which no tool and no parameter may have.
+_type, _dict, _TypeError, _ValueError, _StopIteration, _len = (
+    _builtins.type, _builtins.dict, _builtins.TypeError, _builtins.ValueError, _builtins.StopIteration, _builtins.len)
+_InvalidToolArguments, _ToolError = InvalidToolArguments, ToolError
+
 def _not_json(o):
-    raise TypeError("Object of type %s is not JSON serializable" % type(o).__name__)
+    raise _TypeError("Object of type %s is not JSON serializable" % _type(o).__name__)
 
 # The C encoder and scanner of the json module, built once: json.dumps/loads rebuild them on every call, which
 # cost more than the host call itself.
@@ -76,33 +88,36 @@ def _decode(b):
     s = b.decode("utf-8")
     try:
         value, end = _scan(s, 0)
-    except StopIteration:
+    except _StopIteration:
         return _json.loads(s)
-    if end != len(s) and s[end:].strip():
+    if end != _len(s) and s[end:].strip():
         return _json.loads(s)  # raises the usual error for trailing data
     return value
 
-def call(name, /, **kwargs):
-    """Call the tool called name with keyword arguments; returns its JSON-decoded result."""
-    if _MISSING in kwargs.values():
-        kwargs = {k: v for k, v in kwargs.items() if v is not _MISSING}
+def _call_tool(_name, _kwargs):
+    if _MISSING in _kwargs.values():
+        _kwargs = {k: v for k, v in _kwargs.items() if v is not _MISSING}
     try:
-        args = _encode(kwargs)
-    except (TypeError, ValueError) as e:
-        raise InvalidToolArguments("%s: arguments are not JSON-serialisable: %s" % (name, e), name) from None
+        _args = _encode(_kwargs)
+    except (_TypeError, _ValueError) as e:
+        raise _InvalidToolArguments("%s: arguments are not JSON-serialisable: %s" % (_name, e), _name) from None
     # The tool fast path of the ABI: "T" name "\n" JSON-arguments (no JSON envelope to build or parse).
-    ok, resp = _call(("T" + name + "\n" + args).encode())
+    ok, resp = _call(("T" + _name + "\n" + _args).encode())
     if ok:
         return _decode(resp)
     try:
         err = _json.loads(resp)
-    except ValueError:
+    except _ValueError:
         err = {"type": "ToolError", "message": resp.decode("utf-8", "replace")}
-    raise _ERRORS.get(err.get("type"), ToolError)(err.get("message", ""), name)
+    raise _ERRORS.get(err.get("type"), _ToolError)(err.get("message", ""), _name)
+
+def call(name, /, **kwargs):
+    """Call the tool called name with keyword arguments; returns its JSON-decoded result."""
+    return _call_tool(name, kwargs)
 
 def list_tools():
     """Describe every tool: a list of {"name", "description", "parameters"} dicts."""
-    return [dict(t) for t in _TOOLS]
+    return [_dict(t) for t in _TOOLS]
 `
 
 // PythonModule generates the source of the `tools` module for the registry: one function per tool with a real
@@ -145,18 +160,13 @@ func writeFunc(b *strings.Builder, e *entry) {
 	b.WriteString(signature(e))
 	b.WriteString(":\n")
 	b.WriteString(docstring(e))
+	// The body names only its parameters and private module names (no parameter starts with '_'), so no
+	// parameter name can shadow what it calls.
 	args := make([]string, len(e.params))
 	for i, p := range e.params {
-		args[i] = fmt.Sprintf("%s=%s", p.Name, p.Name)
+		args[i] = fmt.Sprintf("%s: %s", pyStr(p.Name), p.Name)
 	}
-	fmt.Fprintf(b, "    return call(%s%s)\n", pyStr(e.Name), prefixComma(strings.Join(args, ", ")))
-}
-
-func prefixComma(s string) string {
-	if s == "" {
-		return ""
-	}
-	return ", " + s
+	fmt.Fprintf(b, "    return _call_tool(%s, {%s})\n", pyStr(e.Name), strings.Join(args, ", "))
 }
 
 func signature(e *entry) string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"sync"
@@ -37,6 +38,8 @@ type Tool struct {
 	Cost int64
 	// Handler runs the tool.
 	Handler Handler
+
+	err error // why Func could not make this tool; Register returns it
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -49,8 +52,10 @@ var pythonKeywords = map[string]bool{"False": true, "None": true, "True": true, 
 	"not": true, "or": true, "pass": true, "raise": true, "return": true, "try": true, "while": true,
 	"with": true, "yield": true}
 
-// reserved names of the generated module.
-var reserved = map[string]bool{"list_tools": true, "call": true, "help": true}
+// reserved names of the generated module: its public functions and exception classes.
+var reserved = map[string]bool{"list_tools": true, "call": true, "help": true, "ToolException": true,
+	"ToolDenied": true, "ApprovalDenied": true, "ApprovalTimeout": true, "BudgetExceeded": true,
+	"ToolLimitExceeded": true, "ToolError": true, "InvalidToolArguments": true, "UnknownTool": true}
 
 // ErrInvalidTool reports a tool that cannot be registered; the message names the problem.
 var ErrInvalidTool = errors.New("hostfuncs: invalid tool")
@@ -80,6 +85,9 @@ func NewRegistry() *Registry { return &Registry{tools: map[string]*entry{}} }
 
 // Register adds a tool after checking its name, schema and handler.
 func (r *Registry) Register(t Tool) error {
+	if t.err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrInvalidTool, t.Name, t.err)
+	}
 	if !identRE.MatchString(t.Name) || pythonKeywords[t.Name] || reserved[t.Name] || t.Name[0] == '_' {
 		return fmt.Errorf("%w: name %q is not a usable Python identifier", ErrInvalidTool, t.Name)
 	}
@@ -225,31 +233,96 @@ func parseParams(schema json.RawMessage) ([]param, error) {
 // Func makes a Tool from a typed Go function. The parameter schema is derived from In (a struct: its json tags
 // name the parameters, `jsonschema:"required"` / `jsonschema:"description=..."` tags refine them; fields without
 // omitempty are required); the result is JSON-encoded Out.
+//
+// An interface type (such as any) as In accepts any JSON object; as Out it leaves the result untyped. A type
+// that JSON cannot carry (channels, functions, complex numbers, unsafe pointers, also inside In or Out) makes a
+// Tool that Register refuses with ErrInvalidTool; Func itself never panics.
 func Func[In, Out any](name, description string, fn func(ctx context.Context, in In) (Out, error)) Tool {
-	ref := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
-	var zero In
-	sch := ref.Reflect(zero)
-	sch.Version = ""
-	params, _ := json.Marshal(sch)
-	var out Out
-	res, _ := json.Marshal(ref.Reflect(out))
-	return Tool{
+	params, perr := typeSchema(reflect.TypeFor[In](), true)
+	res, rerr := typeSchema(reflect.TypeFor[Out](), false)
+	t := Tool{
 		Name:        name,
 		Description: description,
 		Parameters:  params,
 		Result:      res,
-		Handler: func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
-			var in In
-			if err := json.Unmarshal(args, &in); err != nil {
-				return nil, fmt.Errorf("decoding arguments: %w", err)
-			}
-			o, err := fn(ctx, in)
-			if err != nil {
-				return nil, err
-			}
-			return json.Marshal(o)
-		},
+		err:         errors.Join(perr, rerr),
 	}
+	t.Handler = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
+		var in In
+		if err := json.Unmarshal(args, &in); err != nil {
+			return nil, fmt.Errorf("decoding arguments: %w", err)
+		}
+		o, err := fn(ctx, in)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(o)
+	}
+	return t
+}
+
+// typeSchema returns the JSON Schema of t: for a parameter type (input) an object schema, with an interface
+// type accepting any object; for a result type, nil for an interface type.
+func typeSchema(t reflect.Type, input bool) (_ json.RawMessage, err error) {
+	what := "result type"
+	if input {
+		what = "parameter type"
+	}
+	if bad := unencodable(t, map[reflect.Type]bool{}); bad != nil {
+		return nil, fmt.Errorf("%s %v cannot be carried by JSON (it holds a %v)", what, t, bad)
+	}
+	if t.Kind() == reflect.Interface {
+		if input {
+			return json.RawMessage(`{"type":"object"}`), nil
+		}
+		return nil, nil
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("%s %v: no JSON Schema: %v", what, t, p)
+		}
+	}()
+	ref := jsonschema.Reflector{DoNotReference: true, ExpandedStruct: true, Anonymous: true}
+	sch := ref.ReflectFromType(t)
+	if input {
+		sch.Version = ""
+	}
+	b, err := json.Marshal(sch)
+	if err != nil {
+		return nil, fmt.Errorf("%s %v: %w", what, t, err)
+	}
+	return b, nil
+}
+
+// unencodable returns the first type reachable from t (through pointers, slices, arrays, maps and exported
+// struct fields) that encoding/json cannot encode, or nil.
+func unencodable(t reflect.Type, seen map[reflect.Type]bool) reflect.Type {
+	if seen[t] {
+		return nil
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Chan, reflect.Func, reflect.Complex64, reflect.Complex128, reflect.UnsafePointer:
+		return t
+	case reflect.Pointer, reflect.Slice, reflect.Array:
+		return unencodable(t.Elem(), seen)
+	case reflect.Map:
+		if bad := unencodable(t.Key(), seen); bad != nil {
+			return bad
+		}
+		return unencodable(t.Elem(), seen)
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			f := t.Field(i)
+			if !f.IsExported() || f.Tag.Get("json") == "-" {
+				continue
+			}
+			if bad := unencodable(f.Type, seen); bad != nil {
+				return bad
+			}
+		}
+	}
+	return nil
 }
 
 // StringTool is the shape of langchaingo's tools.Tool (string in, string out); any langchaingo tool satisfies it

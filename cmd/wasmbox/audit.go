@@ -11,24 +11,31 @@ import (
 	"github.com/wasmbox/wasmbox/governance"
 )
 
-// auditVerifyMain implements `wasmbox audit verify [--key-file F | --key-env VAR] FILE`; args are the arguments
-// after "audit", starting with the subcommand "verify" (the only one so far). It verifies the hash chain of a
-// JSONL audit log (and every record's HMAC when a key is given) and returns the exit status: 0 when the log is
-// intact (printing "intact: N records"), 1 when it is not (naming the first bad record on stdout) or cannot be
-// read to the end, 2 on usage errors, including an unreadable FILE or key and a keyed log verified without a key.
+// auditVerifyMain implements `wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE`;
+// args are the arguments after "audit", starting with the subcommand "verify" (the only one so far). It verifies
+// the hash chain of a JSONL audit log (and every record's HMAC when a key is given) and, with --head and
+// --count, that the log ends where an anchor kept elsewhere says it does. It returns the exit status: 0 when the
+// log is intact (printing "intact: N records" and "head: HASH"), 1 when it is not (naming the first bad record,
+// or the anchor that does not match, on stdout) or cannot be read to the end, 2 on usage errors, including an
+// unreadable FILE or key and a keyed log verified without a key.
 //
 // The key is the exact contents of the key file, less one trailing newline, or the value of the environment
 // variable.
 func auditVerifyMain(args []string, stdout, stderr io.Writer) int {
-	const usage = `usage: wasmbox audit verify [--key-file FILE | --key-env VAR] LOG
+	const usage = `usage: wasmbox audit verify [--key-file FILE | --key-env VAR] [--head HASH] [--count N] LOG
 
 Verifies a JSONL audit log written by wasmbox: every record's hash, the chain that links
 each record to the one before it, and, with a key, every record's HMAC-SHA256. Edited,
-removed, inserted and reordered records are detected; records cut from the end are not
-(compare the record count with one kept elsewhere).
+removed, inserted and reordered records are detected. Records cut from the end are
+detected with --head and --count (the head and record count reported when the log was
+written, kept where the log's writers cannot change them), and, with a key, in a log
+written with closing checkpoints that no longer ends with one. Prints the record count
+and the head (the last record's hash).
 
   --key-file FILE   read the HMAC key from FILE (one trailing newline is ignored)
   --key-env VAR     read the HMAC key from the environment variable VAR
+  --head HASH       fail unless the last record's hash is HASH (64 hex digits)
+  --count N         fail unless the log has exactly N records
 
 Exit status: 0 intact, 1 tampered or unreadable, 2 usage error.
 `
@@ -52,6 +59,8 @@ Exit status: 0 intact, 1 tampered or unreadable, 2 usage error.
 	fs.SetOutput(io.Discard)
 	keyFile := fs.String("key-file", "", "")
 	keyEnv := fs.String("key-env", "", "")
+	wantHead := fs.String("head", "", "")
+	wantCount := fs.Int64("count", -1, "")
 
 	// Flags may come before or after the file name; "--" ends them.
 	var files []string
@@ -81,6 +90,13 @@ Exit status: 0 intact, 1 tampered or unreadable, 2 usage error.
 		return fail(2, "want exactly one log file, got %d", len(files))
 	case *keyFile != "" && *keyEnv != "":
 		return fail(2, "use --key-file or --key-env, not both")
+	case *wantHead != "" && !isHash(*wantHead):
+		return fail(2, "--head %q is not a record hash (64 lowercase hex digits)", *wantHead)
+	}
+	countSet := false
+	fs.Visit(func(f *flag.Flag) { countSet = countSet || f.Name == "count" })
+	if countSet && *wantCount < 0 {
+		return fail(2, "--count %d is negative", *wantCount)
 	}
 
 	var key []byte
@@ -112,7 +128,22 @@ Exit status: 0 intact, 1 tampered or unreadable, 2 usage error.
 	var bad *governance.VerifyError
 	switch {
 	case err == nil:
-		fmt.Fprintf(stdout, "intact: %d records\n", rep.Records)
+		head := rep.Head
+		if head == "" {
+			head = "(none: empty log)"
+		}
+		fmt.Fprintf(stdout, "intact: %d records\nhead: %s\n", rep.Records, head)
+		var mismatch []string
+		if *wantHead != "" && rep.Head != *wantHead {
+			mismatch = append(mismatch, fmt.Sprintf("the head is not the expected %s", *wantHead))
+		}
+		if countSet && int64(rep.Records) != *wantCount {
+			mismatch = append(mismatch, fmt.Sprintf("the log has %d records, not the expected %d", rep.Records, *wantCount))
+		}
+		if len(mismatch) > 0 {
+			fmt.Fprintf(stdout, "MISMATCH: %s: records were cut from the end (or added), or this is another log\n", strings.Join(mismatch, "; "))
+			return 1
+		}
 		return 0
 	case errors.As(err, &bad):
 		where := fmt.Sprintf("line %d", bad.Line)
@@ -126,4 +157,16 @@ Exit status: 0 intact, 1 tampered or unreadable, 2 usage error.
 	default:
 		return fail(1, "%v", err)
 	}
+}
+
+func isHash(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
 }

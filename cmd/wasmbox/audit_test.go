@@ -5,6 +5,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -46,24 +47,24 @@ func runVerify(args ...string) (code int, stdout, stderr string) {
 
 func TestAuditVerifyIntact(t *testing.T) {
 	plain := writeAuditLog(t, "")
-	if code, out, errOut := runVerify(plain); code != 0 || out != "intact: 4 records\n" || errOut != "" {
+	if code, out, errOut := runVerify(plain); code != 0 || !strings.HasPrefix(out, "intact: 4 records\nhead: ") || errOut != "" {
 		t.Fatalf("code %d, stdout %q, stderr %q", code, out, errOut)
 	}
 
 	keyed := writeAuditLog(t, testKey)
 	keyFile := filepath.Join(t.TempDir(), "key")
 	os.WriteFile(keyFile, []byte(testKey+"\n"), 0o600)
-	if code, out, _ := runVerify("--key-file", keyFile, keyed); code != 0 || out != "intact: 4 records\n" {
+	if code, out, _ := runVerify("--key-file", keyFile, keyed); code != 0 || !strings.HasPrefix(out, "intact: 4 records\nhead: ") {
 		t.Fatalf("--key-file: code %d, stdout %q", code, out)
 	}
-	if code, out, _ := runVerify(keyed, "-key-file="+keyFile); code != 0 || out != "intact: 4 records\n" {
+	if code, out, _ := runVerify(keyed, "-key-file="+keyFile); code != 0 || !strings.HasPrefix(out, "intact: 4 records\nhead: ") {
 		t.Fatalf("flag after the file: code %d, stdout %q", code, out)
 	}
 	t.Setenv("WASMBOX_AUDIT_KEY", testKey)
-	if code, out, _ := runVerify("--key-env", "WASMBOX_AUDIT_KEY", keyed); code != 0 || out != "intact: 4 records\n" {
+	if code, out, _ := runVerify("--key-env", "WASMBOX_AUDIT_KEY", keyed); code != 0 || !strings.HasPrefix(out, "intact: 4 records\nhead: ") {
 		t.Fatalf("--key-env: code %d, stdout %q", code, out)
 	}
-	if code, out, _ := runVerify("--key-env", "WASMBOX_AUDIT_KEY", "--", keyed); code != 0 || out != "intact: 4 records\n" {
+	if code, out, _ := runVerify("--key-env", "WASMBOX_AUDIT_KEY", "--", keyed); code != 0 || !strings.HasPrefix(out, "intact: 4 records\nhead: ") {
 		t.Fatalf("with --: code %d, stdout %q", code, out)
 	}
 }
@@ -141,5 +142,75 @@ func TestAuditVerifyUsageErrors(t *testing.T) {
 		if code := auditVerifyMain(tc.args, &out, &errOut); code != tc.code || !strings.Contains(errOut.String(), tc.want) {
 			t.Fatalf("%q: code %d, stderr %q", tc.args, code, errOut.String())
 		}
+	}
+}
+
+// Records cut from the end leave a valid shorter chain: only an anchor kept elsewhere (--head, --count) or a
+// closing checkpoint (with the key) catches it.
+func TestAuditVerifyHeadCatchesCutTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	a, err := governance.OpenAuditFile(path, governance.JSONLConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: a})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := g.NewRun("run-1")
+	for i := 0; i < 3; i++ {
+		run.Do(context.Background(), governance.Call{Tool: "search", Effect: governance.ReadOnly},
+			func(context.Context, governance.Call) ([]byte, error) { return []byte("ok"), nil })
+	}
+	head, count := a.Anchor()
+	a.Close()
+	n := strconv.FormatInt(count, 10)
+	if code, out, _ := runVerify("--head", head, "--count", n, path); code != 0 || out != "intact: 6 records\nhead: "+head+"\n" {
+		t.Fatalf("intact log: code %d, stdout %q", code, out)
+	}
+
+	// The last call's two records are cut off.
+	data, _ := os.ReadFile(path)
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	os.WriteFile(path, bytes.Join(lines[:4], nil), 0o600)
+	if code, out, _ := runVerify(path); code != 0 {
+		t.Fatalf("without an anchor a cut tail is not visible, yet: code %d, stdout %q", code, out)
+	}
+	for _, args := range [][]string{{"--head", head}, {"--count", n}, {"--head", head, "--count", n}} {
+		code, out, _ := runVerify(append(args, path)...)
+		if code != 1 || !strings.Contains(out, "MISMATCH") || !strings.Contains(out, "cut from the end") {
+			t.Fatalf("%q: code %d, stdout %q", args, code, out)
+		}
+	}
+	for _, args := range [][]string{{"--head", "abc"}, {"--head", strings.ToUpper(head)}, {"--count", "-1"}, {"--count", "x"}} {
+		if code, _, errOut := runVerify(append(args, path)...); code != 2 || errOut == "" {
+			t.Fatalf("%q: code %d", args, code)
+		}
+	}
+
+	// With a key and closing checkpoints, a cut tail fails without any anchor; a log continued after Close
+	// verifies again once closed.
+	kpath := filepath.Join(t.TempDir(), "keyed.jsonl")
+	for i := 0; i < 2; i++ {
+		ka, err := governance.OpenAuditFile(kpath, governance.JSONLConfig{Key: []byte(testKey), Checkpoint: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kg, _ := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: ka})
+		kg.NewRun("run-k").Do(context.Background(), governance.Call{Tool: "search", Effect: governance.ReadOnly},
+			func(context.Context, governance.Call) ([]byte, error) { return []byte("ok"), nil })
+		if err := ka.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("K", testKey)
+	if code, out, _ := runVerify("--key-env", "K", kpath); code != 0 || !strings.HasPrefix(out, "intact: 6 records") {
+		t.Fatalf("keyed log: code %d, stdout %q", code, out)
+	}
+	data, _ = os.ReadFile(kpath)
+	lines = bytes.SplitAfter(data, []byte("\n"))
+	os.WriteFile(kpath, bytes.Join(lines[:5], nil), 0o600)
+	if code, out, _ := runVerify("--key-env", "K", kpath); code != 1 || !strings.Contains(out, "closing checkpoint") {
+		t.Fatalf("cut keyed log: code %d, stdout %q", code, out)
 	}
 }
