@@ -244,13 +244,19 @@ func isModuleName(s string) bool {
 // irreversible or unmarked (they need an approver, and there is none), at most governance's default of 50 calls
 // per run, with the audit kept in memory (the last 10,000 records).
 func DefaultGate() (*governance.Gate, error) {
-	g, err := governance.NewGate(governance.GateConfig{
-		Policy:   governance.EffectPolicy{},
-		Approver: governance.DenyAll{},
-		Auditor:  &governance.MemoryAuditor{Limit: 10_000},
-	})
+	g, err := governance.NewGate(DefaultGateConfig())
 	if err != nil {
 		return nil, fmt.Errorf("wasmbox: default gate: %w", err)
 	}
 	return g, nil
+}
+
+// DefaultGateConfig is the configuration of DefaultGate, for callers who want its policy with an auditor (or
+// limits) of their own.
+func DefaultGateConfig() governance.GateConfig {
+	return governance.GateConfig{
+		Policy:   governance.EffectPolicy{},
+		Approver: governance.DenyAll{},
+		Auditor:  &governance.MemoryAuditor{Limit: 10_000},
+	}
 }

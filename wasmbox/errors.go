@@ -21,7 +21,9 @@ var (
 	// set; otherwise the exception is in Result.Exception and the error is nil.
 	ErrPython = errors.New("wasmbox: uncaught Python exception")
 	// ErrToolLimit: the program ended on ToolLimitExceeded after the gate really denied one of its calls for
-	// the run's hard max_tool_calls (the run's own tool-call records say so).
+	// the run's hard max_tool_calls, or the program kept calling tools after the gate had refused
+	// governance.Limits.MaxDeniedCalls of them and the run was ended for it (errors.Is(err,
+	// governance.ErrCallFlood) then holds too).
 	ErrToolLimit = errors.New("wasmbox: tool call limit reached")
 	// ErrInvalidConfig: a Config or Program field is out of range; the message names it.
 	ErrInvalidConfig = errors.New("wasmbox: invalid configuration")

@@ -51,6 +51,11 @@ type execState struct {
 	kill        bool      // end the run after the current host call
 	exception   *PythonError
 	completed   int // tool calls whose result reached the program
+	// limitDenied: the gate refused a call of this program for the run's max_tool_calls (host state, unlike the
+	// program's own exception report). flooded: the program kept calling after its calls were refused, and the
+	// run was ended for it.
+	limitDenied bool
+	flooded     bool
 }
 
 // endedAt is when the run's context ended, as the host measured it.
@@ -167,6 +172,11 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 	}
 }
 
+// toolRecordWait is how long after the end of the run the host waits for a tool call that is still running to
+// come back from the gate, so that its record is in the Result: longer than the default gate's ToolGrace
+// (governance.DefaultToolGrace), and a hard bound for a gate configured without one.
+const toolRecordWait = governance.DefaultToolGrace + 150*time.Millisecond
+
 type toolAnswer struct {
 	resp  []byte
 	isErr bool
@@ -195,7 +205,9 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 	select {
 	case a = <-ch:
 	case <-ctx.Done():
-		wait := time.NewTimer(time.Until(st.endedAt().Add(killGrace)))
+		// The answer is discarded either way; waiting for it keeps the call's record (the gate gives up on a
+		// tool that ignores its context within its ToolGrace and records it as abandoned).
+		wait := time.NewTimer(time.Until(st.endedAt().Add(toolRecordWait)))
 		select {
 		case a = <-ch:
 		case <-wait.C:
@@ -209,6 +221,16 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 	}
 	if !a.isErr {
 		st.completed++
+	} else if !st.limitDenied {
+		var e struct {
+			Type string `json:"type"`
+		}
+		st.limitDenied = json.Unmarshal(a.resp, &e) == nil && e.Type == "ToolLimitExceeded"
+	}
+	if st.bridge.Flooded() {
+		// The run's calls are refused and the program keeps calling: end it instead of serving refusals until
+		// its deadline.
+		st.flooded, st.limitDenied, st.kill = true, true, true
 	}
 	return a.resp, a.isErr
 }
@@ -530,6 +552,10 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 		res.ExitCode = -1
 		res.Exception = st.exception
 		return res, runError(KindTimeout, ErrTimeout, runCtx.Err())
+	case killed && st.flooded:
+		g.broken = ErrSessionBroken
+		res.ExitCode = -1
+		return res, runError(KindToolLimit, ErrToolLimit, errCallFlood)
 	case killed:
 		g.broken = ErrSessionBroken
 		res.ExitCode = -1
@@ -551,7 +577,7 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	}
 	res.Exception = st.exception
 	if exc := res.Exception; exc != nil {
-		if exc.Type == "ToolLimitExceeded" && deniedForLimit(res.ToolCalls) {
+		if exc.Type == "ToolLimitExceeded" && st.limitDenied {
 			return res, runError(KindToolLimit, ErrToolLimit, exc)
 		}
 		if exc.Type == "MemoryError" && g.memoryExhausted(res.PeakMemory) {
@@ -564,15 +590,8 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	return res, nil
 }
 
-// deniedForLimit reports whether the gate denied one of calls for the run's max_tool_calls.
-func deniedForLimit(calls []hostfuncs.ToolCall) bool {
-	for _, c := range calls {
-		if c.Status == string(governance.StatusDenied) && c.ErrorType == "ToolLimitExceeded" {
-			return true
-		}
-	}
-	return false
-}
+// errCallFlood is the cause of a run ended for calling tools after the gate refused them.
+var errCallFlood = fmt.Errorf("the program kept calling tools after they were refused: %w", governance.ErrCallFlood)
 
 func firstWriter(ws ...io.Writer) io.Writer {
 	for _, w := range ws {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
@@ -38,9 +39,9 @@ func cliExitCode(program int) (int, bool) {
 
 const usageText = `usage:
   wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
-              [--workspace DIR] [--writeback] [--json] (FILE | -c CODE | -)
+              [--workspace DIR] [--writeback] [--audit LOG] [--json] (FILE | -c CODE | -)
   wasmbox version [--json]
-  wasmbox audit verify [--key-file F | --key-env VAR] FILE
+  wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
 
 func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -117,7 +118,11 @@ type jsonResult struct {
 	FilesChanged    []wasmbox.FileChange `json:"files_changed"`
 	WrittenBack     bool                 `json:"written_back"`
 	RunID           string               `json:"run_id,omitempty"`
-	ToolCalls       []hostfuncs.ToolCall `json:"tool_calls"`
+	// AuditHead and AuditRecords anchor the --audit log after the run: keep them, and
+	// `wasmbox audit verify --head H --count N LOG` later proves that nothing was cut from its end.
+	AuditHead    string               `json:"audit_head,omitempty"`
+	AuditRecords int64                `json:"audit_records,omitempty"`
+	ToolCalls    []hostfuncs.ToolCall `json:"tool_calls"`
 }
 
 func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -133,6 +138,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	writeback := fs.Bool("writeback", false, "write changed files back to --workspace DIR after the run")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object on stdout")
 	code := fs.String("c", "", "program passed as a string")
+	auditPath := fs.String("audit", "", "append the run's tool-call records to the hash-chained JSONL audit LOG and report its head")
 	engineName := fs.String("engine", "", "WebAssembly engine: "+strings.Join(wasmbox.Engines(), " or ")+" (default wazero)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -196,6 +202,18 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		return exitFailure
 	}
+	var audit *governance.JSONLAuditor
+	if *auditPath != "" {
+		if audit, err = governance.OpenAuditFile(*auditPath, governance.JSONLConfig{}); err != nil {
+			return fail(fmt.Errorf("wasmbox: --audit: %w", err))
+		}
+		defer audit.Close()
+		gcfg := wasmbox.DefaultGateConfig()
+		gcfg.Auditor = audit
+		if cfg.Gate, err = governance.NewGate(gcfg); err != nil {
+			return fail(err)
+		}
+	}
 	sb, err := wasmbox.New(ctx, cfg)
 	if err != nil {
 		return fail(err)
@@ -253,8 +271,13 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		je.Type, je.Message, je.Traceback = res.Exception.Type, res.Exception.Message, res.Exception.Traceback
 	}
+	var auditHead string
+	var auditRecords int64
+	if audit != nil {
+		auditHead, auditRecords = audit.Anchor()
+	}
 	if *asJSON {
-		out := jsonResult{Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated,
+		out := jsonResult{AuditHead: auditHead, AuditRecords: auditRecords, Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated,
 			StderrTruncated: res.StderrTruncated, ExitCode: exit, ProgramExitCode: res.ExitCode,
 			DurationMS: float64(time.Since(start).Microseconds()) / 1000, Error: je,
 			FilesChanged: res.FilesChanged, WrittenBack: wroteBack, RunID: res.RunID, ToolCalls: res.ToolCalls}
@@ -281,6 +304,9 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if *writeback && !wroteBack {
 		fmt.Fprintln(stderr, "wasmbox: workspace not written back: the program did not run to its end")
+	}
+	if audit != nil {
+		fmt.Fprintf(stderr, "wasmbox: audit %s: %d records, head %s\n", *auditPath, auditRecords, auditHead)
 	}
 	if remapped && runErr == nil {
 		fmt.Fprintf(stderr, "wasmbox: the program exited with %d, a code the CLI reserves; exiting with %d\n", res.ExitCode, exit)

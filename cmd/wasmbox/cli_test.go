@@ -194,3 +194,39 @@ func TestRunKindNotFromExceptionName(t *testing.T) {
 		}
 	}
 }
+
+// --audit appends the run's tool-call records to a hash-chained log and reports its anchor; verify with that
+// anchor passes on the log as written and fails once its last record is cut.
+func TestRunAuditAnchor(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "audit.jsonl")
+	code, out, errs := cli(t, "", "run", "--json", "--audit", log, "-c",
+		"import tools\nfor i in range(3):\n    try: tools.call('no_such_tool')\n    except tools.ToolError as e: pass")
+	var v jsonResult
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
+		t.Fatalf("exit %d, %v, %s %s", code, err, out, errs)
+	}
+	if len(v.AuditHead) != 64 || v.AuditRecords < 3 {
+		t.Fatalf("audit_head %q, audit_records %d", v.AuditHead, v.AuditRecords)
+	}
+	count := fmt.Sprint(v.AuditRecords)
+	if code, out, errs := cli(t, "", "audit", "verify", "--head", v.AuditHead, "--count", count, log); code != 0 {
+		t.Fatalf("verify of the intact log: exit %d %s %s", code, out, errs)
+	}
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
+	if err := os.WriteFile(log, []byte(strings.Join(lines[:len(lines)-1], "")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := cli(t, "", "audit", "verify", "--head", v.AuditHead, "--count", count, log); code == 0 {
+		t.Fatal("verify with the run's anchor passed on a log whose last record was cut")
+	}
+	// A second run continues the same chain.
+	_, out, _ = cli(t, "", "run", "--json", "--audit", log, "-c", "import tools\ntry: tools.call('x')\nexcept tools.ToolError: pass")
+	var v2 jsonResult
+	if err := json.Unmarshal([]byte(out), &v2); err != nil || v2.AuditRecords <= v.AuditRecords-1 {
+		t.Fatalf("second run: %v, audit_records %d", err, v2.AuditRecords)
+	}
+}

@@ -1,9 +1,9 @@
 // Command wasmbox runs Python programs in the wasmbox sandbox.
 //
 //	wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
-//	            [--workspace DIR] [--writeback] [--json] (FILE | -c CODE | -)
+//	            [--workspace DIR] [--writeback] [--audit LOG] [--json] (FILE | -c CODE | -)
 //	wasmbox version [--json]
-//	wasmbox audit verify [--key-file F | --key-env VAR] FILE
+//	wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 //
 // Exit codes: 124 on timeout; 2 on usage errors; 125 when wasmbox fails; otherwise the program's own, except that
 // a program exiting with 2, 124, 125 or a code outside 0..255 makes the CLI exit with 1 (the program's own code is
