@@ -20,9 +20,17 @@ const (
 	packageLayerFiles = 200_000
 )
 
+// newPackageLayer returns an empty package layer. The guest only ever sees a layer through the engine's read-only
+// view (every write flag and mutating operation is EROFS); the Sandbox's own layer, which every Run shares, is
+// also frozen once its packages are installed (freezePackages), so nothing, host included, can change it after
+// New. A Session gets its own unfrozen Clone, which only its InstallPackages writes.
 func newPackageLayer() *vfs.FS {
 	return vfs.New(vfs.Limits{MaxBytes: packageLayerBytes, MaxFiles: packageLayerFiles})
 }
+
+// freezePackages makes the Sandbox's shared layer immutable: Runs share it, so no run (and no host code) may
+// change what another run sees.
+func freezePackages(layer *vfs.FS) { layer.Freeze() }
 
 func installPackages(ctx context.Context, wh *wheels.Wheelhouse, layer *vfs.FS, reqs []string) ([]wheels.Installed, error) {
 	if wh == nil {

@@ -3,6 +3,7 @@ package wasmbox_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/wasmbox/wasmbox/wasmbox"
@@ -74,5 +75,60 @@ func TestPackagesPolicy(t *testing.T) {
 	_, err := wasmbox.New(context.Background(), wasmbox.Config{Wheelhouse: wheelhouse(t, "textfmt"), Packages: []string{"textfmt"}})
 	if !errors.Is(err, wheels.ErrNotAllowed) {
 		t.Errorf("a dependency outside the allow-list: %v, want ErrNotAllowed", err)
+	}
+}
+
+// The package layer is read-only to every program and immutable across runs: O_CREAT (with O_RDONLY) creates
+// nothing, O_RDONLY|O_TRUNC empties nothing, and the next run sees the layer as New left it. A Session's layer is
+// read-only to its programs too, while its InstallPackages still works.
+func TestPackagesReadOnlyAcrossRuns(t *testing.T) {
+	sb := newSandbox(t, wasmbox.Config{Wheelhouse: wheelhouse(t, "textfmt", "widthlib"), Packages: []string{"textfmt"}})
+	attack := `import errno, os
+res = []
+for p, fl in (("/packages/x.py", os.O_RDONLY | os.O_CREAT), ("/packages/textfmt/__init__.py", os.O_RDONLY | os.O_TRUNC),
+              ("/packages/widthlib.py", os.O_WRONLY | os.O_TRUNC), ("/packages/textfmt/__init__.py", os.O_RDONLY | os.O_APPEND)):
+    try:
+        os.close(os.open(p, fl))
+        res.append("opened")
+    except OSError as e:
+        res.append(errno.errorcode.get(e.errno, str(e.errno)))
+for fn in (lambda: os.mkdir("/packages/d"), lambda: os.rename("/packages/widthlib.py", "/packages/w.py"),
+           lambda: os.unlink("/packages/widthlib.py")):
+    try:
+        fn()
+        res.append("done")
+    except OSError as e:
+        res.append(errno.errorcode.get(e.errno, str(e.errno)))
+print(" ".join(res))
+print(sorted(os.listdir("/packages")), os.path.getsize("/packages/textfmt/__init__.py") > 0)
+`
+	const want = "EROFS EROFS EROFS EROFS EROFS EROFS EROFS\n"
+	for i := 0; i < 2; i++ {
+		res := run(t, sb, attack)
+		lines := strings.SplitAfterN(res.Stdout, "\n", 2)
+		if len(lines) != 2 || lines[0] != want || strings.Contains(lines[1], "x.py") || !strings.Contains(lines[1], "True") {
+			t.Fatalf("run %d: %q %v, want %q and an intact layer", i, res.Stdout, res.Exception, want)
+		}
+	}
+	if res := run(t, sb, "import textfmt\nprint(textfmt.box('ok'))"); res.Stdout != "[ ok ]\n" {
+		t.Fatalf("package broken after the attacks: %q %v", res.Stdout, res.Exception)
+	}
+
+	// A Session installs into its own layer, which its programs cannot write either.
+	ctx := context.Background()
+	sb2 := newSandbox(t, wasmbox.Config{Wheelhouse: wheelhouse(t, "textfmt", "widthlib")})
+	se, err := sb2.NewSession(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer se.Close(ctx)
+	if _, err := se.InstallPackages(ctx, "textfmt"); err != nil {
+		t.Fatalf("InstallPackages on the session's layer: %v", err)
+	}
+	if res, _ := se.Exec(ctx, attack); !strings.HasPrefix(res.Stdout, want) || strings.Contains(res.Stdout, "x.py") {
+		t.Fatalf("session: %q %v", res.Stdout, res.Exception)
+	}
+	if res, _ := se.Exec(ctx, "import textfmt\nprint(textfmt.box('s'))"); res.Stdout != "[ s ]\n" {
+		t.Fatalf("session after install: %q %v", res.Stdout, res.Exception)
 	}
 }

@@ -93,6 +93,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 			return nil, err
 		}
 	}
+	freezePackages(s.packages) // shared by every Run: immutable from here (Sessions clone it)
 	if s.snap, err = s.takeSnapshot(ctx); err != nil {
 		return nil, err
 	}

@@ -74,24 +74,86 @@ func (w *Workspace) CopyIn(ctx context.Context, hostDir string) error {
 	return nil
 }
 
-// WriteBack writes the files changed since the last run started (or since seeding) to hostDir and deletes the
-// ones the program deleted. It never follows symlinks in hostDir and never writes outside it.
+// WriteBackOptions are the rules of WriteBackWith; the zero value is the safe default (what WriteBack uses):
+//
+//   - AllowHidden []string: hidden paths (any component starting with ".", such as .git/config, .env or
+//     .github/workflows/ci.yml) are refused unless they are, or are below, one of these slash-separated paths
+//     relative to hostDir. Never allow ".git" for a program you do not trust: git runs hooks and configured
+//     commands from there.
+//   - Only []string: when set, every path that is not one of these, below one or a directory above one is
+//     refused.
+//   - Executable: keep the execute bits the program set. Without it no execute bit is ever set: a new file gets
+//     the program's read/write bits, and a file that exists on the host keeps the execute bits it had.
+//   - Delete: remove from hostDir the files (and then the directories, when empty on the host) the program
+//     deleted. Without it deletions are only reported (WriteBackReport.NotDeleted).
+type WriteBackOptions = vfs.WriteBackOptions
+
+// WriteBackReport lists what WriteBackWith wrote, created, deleted, left in place and refused (paths relative to
+// hostDir).
+type WriteBackReport = vfs.WriteBackReport
+
+// WriteBackRefusal is one change a WriteBackReport lists as refused, with the rule that refused it.
+type WriteBackRefusal = vfs.WriteBackRefusal
+
+// ErrWriteBackRefused is wrapped by WriteBack and WriteBackWith errors when the rules refused some changes; the
+// others were still applied.
+var ErrWriteBackRefused = vfs.ErrRefused
+
+// WriteBack is WriteBackWith under the default rules: it writes the files and directories the program created or
+// modified since the last run started (or since seeding) into hostDir, refusing hidden paths (such as anything
+// under .git), never setting execute bits and never deleting host files. Deletions and refusals are not lost: when
+// something was refused the error wraps ErrWriteBackRefused and names it; use WriteBackWith for the full report.
 func (w *Workspace) WriteBack(ctx context.Context, hostDir string) error {
-	if err := w.fs.WriteBack(ctx, hostDir); err != nil {
-		return fmt.Errorf("wasmbox: workspace: %w", err)
+	_, err := w.WriteBackWith(ctx, hostDir, WriteBackOptions{})
+	return err
+}
+
+// WriteBackWith writes the workspace's changes since the last run started (or since seeding) into hostDir under
+// opts, and reports what it did.
+//
+// Writeback trusts the program's output: whatever the program wrote to an allowed path lands on the host as it
+// is, so review it (or restrict it with Only) before writing into anything that runs code, such as a repository
+// with hooks or build scripts. Within those rules it never follows a symlink in hostDir, never writes or removes
+// anything outside it, replaces files instead of writing through hard links, and gives group and other no write
+// access. Deletions run first (deepest first), then writes (parents first). It stops at the first I/O error,
+// returning what it did until then; refusals do not stop it (the error then wraps ErrWriteBackRefused).
+func (w *Workspace) WriteBackWith(ctx context.Context, hostDir string, opts WriteBackOptions) (*WriteBackReport, error) {
+	rep, err := w.fs.WriteBack(ctx, hostDir, opts)
+	if err != nil {
+		return rep, fmt.Errorf("wasmbox: workspace: %w", err)
 	}
-	return nil
+	return rep, nil
 }
 
 // Usage reports the bytes and files in use.
 func (w *Workspace) Usage() (bytes int64, files int) { return w.fs.Usage() }
 
+// MaxFilesChanged bounds Result.FilesChanged: a program can change at most twice the workspace's file quota of
+// paths, each up to 4096 bytes, and the list is kept in every Result. Changes past the bound are counted, not
+// listed.
+const MaxFilesChanged = 1000
+
 func (w *Workspace) changes() []FileChange {
+	out, _ := w.changesN(MaxFilesChanged)
+	return out
+}
+
+// changesN lists the first max changes (in workspace walk order: parents first, names sorted) and counts them
+// all; only the listed ones cost a path.
+func (w *Workspace) changesN(max int) ([]FileChange, int) {
+	cs, total := w.fs.ChangesN(max)
 	var out []FileChange
-	for _, c := range w.fs.Changes() {
+	for _, c := range cs {
 		out = append(out, FileChange{Path: c.Path, Kind: c.Kind.String(), Size: c.Size, IsDir: c.IsDir})
 	}
-	return out
+	return out, total
+}
+
+// ChangeCount reports how many changes the workspace holds since the last run started (or since seeding), listed
+// or not in Result.FilesChanged (which keeps at most MaxFilesChanged).
+func (w *Workspace) ChangeCount() int {
+	_, total := w.fs.ChangesN(0)
+	return total
 }
 
 func parentOf(name string) string {

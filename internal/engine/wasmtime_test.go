@@ -148,9 +148,10 @@ type testGuest struct {
 }
 
 type guestOpts struct {
-	ws     *vfs.FS
-	memory MemoryAllocator
-	mod    Module
+	ws       *vfs.FS
+	memory   MemoryAllocator
+	mod      Module
+	packages *vfs.FS // mounted read-only at /packages (an empty fs.FS if nil)
 }
 
 // newGuest instantiates the interpreter in wasmbox's mount layout (wasmbox/interp.go, guest.go).
@@ -164,6 +165,10 @@ func newGuest(t testing.TB, it *testInterp, o guestOpts) *testGuest {
 	if mod == nil {
 		mod = it.mod
 	}
+	pkgs := Mount{GuestPath: "/packages", FS: embed.FS{}}
+	if o.packages != nil {
+		pkgs = Mount{GuestPath: "/packages", SysFS: o.packages, ReadOnly: true}
+	}
 	start := time.Now()
 	cfg := InstanceConfig{
 		Stdout: &g.stdout,
@@ -172,7 +177,7 @@ func newGuest(t testing.TB, it *testInterp, o guestOpts) *testGuest {
 			{GuestPath: "/", FS: it.root},
 			{GuestPath: "/usr/local/lib/python3.13", FS: it.stdlib},
 			{GuestPath: "/usr/share/zoneinfo", FS: it.tzdata},
-			{GuestPath: "/packages", FS: embed.FS{}},
+			pkgs,
 			{GuestPath: "/workspace", SysFS: g.ws},
 			{GuestPath: "/tmp", SysFS: g.tmp},
 		},

@@ -7,8 +7,8 @@ package engine
 // interpreter sees the same world on both engines, plus the quota errnos of internal/vfs (ENOSPC, EDQUOT, EMFILE),
 // which this layer maps directly instead of through vfs.ExportWASI's EIO rewrite.
 //
-// Every mount is an experimentalsys.FS: read-write mounts as given, read-only fs.FS mounts adapted exactly as
-// NewWazero does (sysfs.ReadFS over sysfs.AdaptFS). No host directory is ever opened.
+// Every mount is the experimentalsys.FS guestMounts builds, exactly as for NewWazero (read-only mounts behind
+// vfs.ReadOnly, one descriptor limit for all). No host directory is ever opened.
 
 import (
 	"encoding/binary"
@@ -21,7 +21,6 @@ import (
 
 	"github.com/bytecodealliance/wasmtime-go/v39"
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
-	"github.com/tetratelabs/wazero/experimental/sysfs"
 	wsys "github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmbox/wasmbox/internal/vfs"
@@ -254,19 +253,12 @@ func newWASI(cfg InstanceConfig) (*wasiState, error) {
 		{f: &stdoutFile{w: cfg.Stdout}},
 		{f: &stdoutFile{w: cfg.Stderr}},
 	}
-	for _, mt := range cfg.Mounts {
-		var fsys experimentalsys.FS
-		switch {
-		case mt.SysFS != nil && mt.ReadOnly:
-			fsys = &sysfs.ReadFS{FS: mt.SysFS}
-		case mt.SysFS != nil:
-			fsys = mt.SysFS
-		case mt.FS != nil:
-			// ReadFS refuses every write flag at open.
-			fsys = &sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: mt.FS}}
-		default:
-			return nil, fmt.Errorf("engine: mount %s has no file system", mt.GuestPath)
-		}
+	mounts, _, err := guestMounts(cfg.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	for k, mt := range cfg.Mounts {
+		fsys := mounts[k]
 		guest := mt.GuestPath
 		if strings.Trim(guest, "/.") == "" {
 			guest = "/"

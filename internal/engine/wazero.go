@@ -97,23 +97,12 @@ func (m *wazeroModule) Close(ctx context.Context) error { return m.cm.Close(ctx)
 
 func (m *wazeroModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Instance, error) {
 	fsc := wazero.NewFSConfig()
-	var quotaFS []*vfs.FS
-	for _, mt := range cfg.Mounts {
-		if v, ok := mt.SysFS.(*vfs.FS); ok && !mt.ReadOnly {
-			quotaFS = append(quotaFS, v)
-		}
-		switch {
-		case mt.SysFS != nil && mt.ReadOnly:
-			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(&sysfs.ReadFS{FS: mt.SysFS}, mt.GuestPath)
-		case mt.SysFS != nil:
-			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(mt.SysFS, mt.GuestPath)
-		case mt.FS != nil:
-			// ReadFS refuses every write flag with EROFS at open (WithFSMount's adapter would open for writing
-			// and only fail the writes).
-			fsc = fsc.(sysfs.FSConfig).WithSysFSMount(&sysfs.ReadFS{FS: &sysfs.AdaptFS{FS: mt.FS}}, mt.GuestPath)
-		default:
-			return nil, fmt.Errorf("engine: mount %s has no file system", mt.GuestPath)
-		}
+	mounts, quotaFS, err := guestMounts(cfg.Mounts)
+	if err != nil {
+		return nil, err
+	}
+	for k, fsys := range mounts {
+		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(fsys, cfg.Mounts[k].GuestPath)
 	}
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module may live in one runtime
@@ -167,9 +156,9 @@ type wazeroInstance struct {
 	mod  api.Module
 	host Host
 	mem  LinearMemory
-	// quotaFS are the instance's writable file systems, carried in every call's context so WASI reports their
-	// limits as ENOSPC/EDQUOT/EMFILE.
-	quotaFS []*vfs.FS
+	// quotaFS are the instance's writable file systems and its descriptor limit, carried in every call's context
+	// so WASI reports their limits as ENOSPC/EDQUOT/EMFILE.
+	quotaFS []vfs.QuotaSource
 
 	mu      sync.Mutex // guards pending against a buggy re-entrant guest; calls are otherwise sequential
 	pending []byte

@@ -5,20 +5,28 @@
 // # Security role
 //
 // It is the only writable place the guest has, and it is not backed by any
-// host path (guarantee G1: wazero's host directory mounts can be escaped
-// through symlinks, so wasmbox never mounts a host directory). Here:
+// host path (wazero's host directory mounts can be escaped through symlinks,
+// so wasmbox never mounts a host directory). Here:
 //
 //   - Every path is relative to the workspace root. Leading "/", "." and
 //     empty components are dropped; ".." is resolved lexically and any path
 //     that would climb above the root ("..", "a/../../b") is refused with
 //     EPERM (as wazero's own path check does); a NUL byte is EINVAL; names
-//     over 255 bytes and paths over 4096 bytes are ENAMETOOLONG.
+//     over 255 bytes, paths over 4096 bytes and paths of more than 256
+//     components are ENAMETOOLONG.
+//   - Every entry always obeys those bounds (MaxPathLen, MaxDepth): a
+//     create, mkdir or rename whose result would break them is
+//     ENAMETOOLONG, so renaming deep trees under deep directories cannot
+//     build paths whose cost the host pays on every Walk, Changes or
+//     WriteBack. Directories cache upper bounds of their subtree's height
+//     and longest path, so a rename checks the moved subtree without
+//     walking it.
 //   - There are no links at all: Symlink and Link are refused with EPERM
 //     (the answer Linux gives for a file system that does not support them,
 //     and what CPython turns into PermissionError); Readlink gives EINVAL for
 //     any existing path (it is not a link) and ENOENT otherwise. So no path
 //     can ever lead outside the tree.
-//   - Quotas (G8) bound the total bytes of file contents (ENOSPC) and the
+//   - Quotas bound the total bytes of file contents (ENOSPC) and the
 //     number of files plus directories (EDQUOT). A write, truncate, create or
 //     mkdir that would pass a quota fails without any partial effect. Files
 //     unlinked while still open stay charged until their last close, so
@@ -28,9 +36,19 @@
 //     its entries. The zero Limits means 64 MiB, 10,000 entries and 1,024
 //     open handles.
 //   - Permission bits are stored (chmod, create mode) and reported, never
-//     enforced: the guest acts as the owner of everything.
-//   - Each FS has its own mutex and shares nothing with other FS values
-//     (G9, G13): give every Run a fresh FS (or a Clone of a seeded one).
+//     enforced: the guest acts as the owner of everything. An open without
+//     write access never changes an existing file (O_RDONLY|O_TRUNC is
+//     EINVAL).
+//   - Read-only mounts: ReadOnly wraps any sys.FS (this one, or an adapted
+//     fs.FS) so that every open asking for write access, O_CREAT, O_EXCL,
+//     O_TRUNC or O_APPEND, and every mutating operation, fails with EROFS
+//     before the FS below sees it, as a read-only Linux mount does; Freeze
+//     makes an FS itself immutable for guest and host alike (a layer many
+//     guests share). OpenLimit bounds the handles one guest holds across all
+//     the mounts it wraps (ReadOnly, Limited), since neither wazero nor a
+//     frozen FS counts them.
+//   - Each FS has its own mutex and shares nothing with other FS values:
+//     give every Run a fresh FS (or a Clone of a seeded one).
 //     The only thing a Clone shares with its original is the clock function
 //     from WithClock, which must therefore be safe for concurrent use.
 //
@@ -70,9 +88,12 @@
 //
 // WriteFile, MkdirAll and CopyIn seed the workspace; ReadFile, Walk and List
 // read it; Changes reports what the guest created, modified or deleted
-// since the baseline (Mark, plus whatever the host seeded); WriteBack writes
-// those changes into a host directory without ever following a symlink or
-// leaving it; Clone deep-copies a workspace (sessions, snapshots); Reset
-// empties it. Host-side errors start with "vfs: " and wrap a *PathError or
+// since the baseline (Mark, plus whatever the host seeded), and ChangesN
+// the first few of them with a count, building only those paths (the
+// baseline is a tree of names, not of paths); WriteBack applies those
+// changes to a host directory under WriteBackOptions (hidden paths, execute
+// bits and deletions refused unless allowed) without ever following a
+// symlink or leaving it, and reports what it did; Clone deep-copies a
+// workspace (sessions, snapshots); Reset empties it. Host-side errors start with "vfs: " and wrap a *PathError or
 // the underlying error with %w.
 package vfs

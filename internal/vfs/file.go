@@ -22,6 +22,7 @@ type file struct {
 	writable bool
 	append   bool
 	closed   bool
+	counted  bool // charged to n.opens and fs.openHandles (not on a frozen FS)
 	off      int64
 
 	// Directory reading walks the entries in name order; dirAfter is the
@@ -69,6 +70,9 @@ func (h *file) SetAppend(enable bool) sys.Errno {
 	}
 	if h.n.isDir() {
 		return sys.EISDIR
+	}
+	if enable && h.fs.frozen {
+		return sys.EROFS
 	}
 	h.append = enable
 	return 0
@@ -207,6 +211,9 @@ func (h *file) Write(buf []byte) (int, sys.Errno) {
 	if h.n.isDir() || !h.writable {
 		return 0, sys.EBADF
 	}
+	if h.fs.frozen {
+		return 0, sys.EROFS
+	}
 	off := h.off
 	if h.append {
 		off = int64(len(h.n.data))
@@ -232,6 +239,8 @@ func (h *file) Pwrite(buf []byte, off int64) (int, sys.Errno) {
 		return 0, sys.EBADF
 	case off < 0:
 		return 0, sys.EINVAL
+	case h.fs.frozen:
+		return 0, sys.EROFS
 	}
 	return h.fs.writeAt(h.n, buf, off)
 }
@@ -251,6 +260,8 @@ func (h *file) Truncate(size int64) sys.Errno {
 		return sys.EINVAL
 	case !h.writable:
 		return sys.EBADF
+	case h.fs.frozen:
+		return sys.EROFS
 	}
 	if size == int64(len(h.n.data)) {
 		return 0 // like Linux: no change, no timestamp update
@@ -271,11 +282,14 @@ func (h *file) Sync() sys.Errno {
 // Datasync implements sys.File (nothing to flush).
 func (h *file) Datasync() sys.Errno { return h.Sync() }
 
-// Utimens implements sys.File.
+// Utimens implements sys.File (EROFS on a frozen FS).
 func (h *file) Utimens(atim, mtim int64) sys.Errno {
 	defer h.unlock()
 	if errno := h.lock(); errno != 0 {
 		return errno
+	}
+	if h.fs.frozen {
+		return sys.EROFS
 	}
 	h.fs.utimens(h.n, atim, mtim)
 	return 0
@@ -289,7 +303,7 @@ func (h *file) Close() sys.Errno {
 		return 0
 	}
 	h.closed = true
-	if h.gen == h.fs.gen {
+	if h.counted && h.gen == h.fs.gen {
 		h.fs.openHandles--
 		h.n.opens--
 		if h.n.opens == 0 && !h.n.linked {

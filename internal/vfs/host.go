@@ -49,15 +49,61 @@ type Change struct {
 	IsDir bool  // the entry is (for Deleted: was) a directory
 }
 
-// baseEntry records a path's identity and content version at the baseline.
-type baseEntry struct {
-	ino     uint64
-	version uint64
-	dir     bool
+// baseNode is one entry of the change-tracking baseline, a tree shaped like
+// the FS (names, no full paths: Mark costs a small struct per entry, however
+// deep the tree). present is false for a node that only holds entries the
+// host seeded below a path that is not itself in the baseline; children may
+// then be set on a node of any kind.
+type baseNode struct {
+	ino      uint64
+	version  uint64
+	dir      bool
+	present  bool
+	children map[string]*baseNode
 }
 
-func entryOf(n *node) baseEntry {
-	return baseEntry{ino: n.ino, version: n.version, dir: n.isDir()}
+func newBaseDir() *baseNode {
+	return &baseNode{dir: true, present: true, children: map[string]*baseNode{}}
+}
+
+// baseOf copies the tree at n into a baseline.
+func baseOf(n *node) *baseNode {
+	b := &baseNode{ino: n.ino, version: n.version, dir: n.isDir(), present: true}
+	if n.isDir() {
+		b.children = make(map[string]*baseNode, len(n.children))
+		for name, c := range n.children {
+			b.children[name] = baseOf(c)
+		}
+	}
+	return b
+}
+
+// setBase records n as the baseline entry at parts (non-empty).
+func (f *FS) setBase(parts []string, n *node) {
+	b := f.baseline
+	for _, name := range parts {
+		if b.children == nil {
+			b.children = map[string]*baseNode{}
+		}
+		c := b.children[name]
+		if c == nil {
+			c = &baseNode{}
+			b.children[name] = c
+		}
+		b = c
+	}
+	b.ino, b.version, b.dir, b.present = n.ino, n.version, n.isDir(), true
+}
+
+func cloneBase(b *baseNode) *baseNode {
+	c := *b
+	if b.children != nil {
+		c.children = make(map[string]*baseNode, len(b.children))
+		for name, ch := range b.children {
+			c.children[name] = cloneBase(ch)
+		}
+	}
+	return &c
 }
 
 // ---- host-side write/read ----
@@ -71,6 +117,9 @@ func entryOf(n *node) baseEntry {
 func (f *FS) WriteFile(path string, data []byte, perm fs.FileMode) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen {
+		return pathErr("write", path, sys.EROFS)
+	}
 	parts, _, errno := parsePath(path)
 	if errno != 0 {
 		return pathErr("write", path, errno)
@@ -143,9 +192,12 @@ func (f *FS) mkdirAllLocked(parts []string, perm fs.FileMode) *node {
 			n.children[name] = c
 			f.usedFiles++
 			f.touchDir(n, c.ctim)
-			f.baseline[joinParts(parts[:i+1])] = entryOf(c)
+			f.setBase(parts[:i+1], c)
 		}
 		n = c
+	}
+	if len(parts) > 0 {
+		f.grow(parts, 0, 0)
 	}
 	return n
 }
@@ -165,7 +217,8 @@ func (f *FS) writeFileLocked(parts []string, data []byte, perm fs.FileMode) {
 	f.usedBytes += int64(len(data)) - int64(len(n.data))
 	n.data = append([]byte(nil), data...)
 	f.touchContent(n)
-	f.baseline[joinParts(parts)] = entryOf(n)
+	f.grow(parts, 0, 0)
+	f.setBase(parts, n)
 }
 
 // MkdirAll creates the directory at path and any missing parents with mode
@@ -174,6 +227,9 @@ func (f *FS) writeFileLocked(parts []string, data []byte, perm fs.FileMode) {
 func (f *FS) MkdirAll(path string, perm fs.FileMode) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen {
+		return pathErr("mkdir", path, sys.EROFS)
+	}
 	parts, _, errno := parsePath(path)
 	if errno != 0 {
 		return pathErr("mkdir", path, errno)
@@ -273,78 +329,115 @@ func (f *FS) List() []FileInfo {
 
 // ---- change tracking ----
 
-func (f *FS) indexLocked() map[string]*node {
-	idx := map[string]*node{}
-	var rec func(n *node, prefix string)
-	rec = func(n *node, prefix string) {
-		for name, c := range n.children {
-			p := name
-			if prefix != "" {
-				p = prefix + "/" + name
-			}
-			idx[p] = c
-			if c.isDir() {
-				rec(c, p)
-			}
-		}
-	}
-	rec(f.root, "")
-	return idx
-}
-
 // Mark makes the current state the baseline for Changes.
 func (f *FS) Mark() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.baseline = map[string]baseEntry{}
-	for p, n := range f.indexLocked() {
-		f.baseline[p] = entryOf(n)
-	}
+	f.baseline = baseOf(f.root)
 }
 
-// Changes lists, sorted by path, what differs from the baseline: the state
-// at the last Mark (initially the empty workspace) plus everything written by
-// WriteFile, MkdirAll and CopyIn since. A regular file is Modified when its
-// content was written or truncated, or when another file was renamed over
-// it; a rename shows as Deleted (old path) plus Created (new path).
-// Directories are reported Created or Deleted, never Modified. A path whose
-// type changed gets a Deleted and a Created entry, in that order.
+// Changes lists what differs from the baseline: the state at the last Mark
+// (initially the empty workspace) plus everything written by WriteFile,
+// MkdirAll and CopyIn since. A regular file is Modified when its content was
+// written or truncated, or when another file was renamed over it; a rename
+// shows as Deleted (old path) plus Created (new path). Directories are
+// reported Created or Deleted, never Modified; a deleted directory's entries
+// are reported deleted too. A path whose type changed gets a Deleted and a
+// Created entry, in that order.
+//
+// The order is Walk's: parents before children, names in lexical order
+// within a directory. There are at most twice MaxFiles entries, each path
+// at most MaxPathLen bytes; ChangesN bounds the result further.
 func (f *FS) Changes() []Change {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.changesLocked()
-}
-
-func (f *FS) changesLocked() []Change {
-	var out []Change
-	idx := f.indexLocked()
-	for p, n := range idx {
-		b, ok := f.baseline[p]
-		switch {
-		case !ok:
-			out = append(out, changeOf(p, Created, n))
-		case b.dir != n.isDir():
-			out = append(out, Change{Path: p, Kind: Deleted, IsDir: b.dir}, changeOf(p, Created, n))
-		case !n.isDir() && (b.ino != n.ino || b.version != n.version):
-			out = append(out, changeOf(p, Modified, n))
-		}
-	}
-	for p, b := range f.baseline {
-		if _, ok := idx[p]; !ok {
-			out = append(out, Change{Path: p, Kind: Deleted, IsDir: b.dir})
-		}
-	}
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].Path != out[j].Path {
-			return out[i].Path < out[j].Path
-		}
-		return out[i].Kind == Deleted && out[j].Kind != Deleted
-	})
+	out, _ := f.ChangesN(-1)
 	return out
 }
 
-func changeOf(p string, k ChangeKind, n *node) Change {
-	return Change{Path: p, Kind: k, Size: int64(len(n.data)), IsDir: n.isDir()}
+// ChangesN is Changes keeping only the first max entries (all of them when
+// max < 0); total is the number of changes there are. Only the entries kept
+// have their path built, so its cost is bounded by max, not by the tree.
+func (f *FS) ChangesN(max int) (changes []Change, total int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.diffLocked(func(c Change) bool {
+		total++
+		if max < 0 || len(changes) < max {
+			changes = append(changes, c)
+		}
+		return true
+	}, func() bool { return max < 0 || len(changes) < max })
+	return changes, total
+}
+
+// diffLocked walks the tree and the baseline together and calls emit for
+// every change in Changes order. wantPath reports whether the next change
+// needs its Path (when false, emit gets an empty Path). emit returns false
+// to stop.
+func (f *FS) diffLocked(emit func(Change) bool, wantPath func() bool) {
+	var buf []byte
+	var walk func(cur map[string]*node, base map[string]*baseNode) bool
+	walk = func(cur map[string]*node, base map[string]*baseNode) bool {
+		names := make([]string, 0, len(cur)+len(base))
+		for name := range cur {
+			names = append(names, name)
+		}
+		for name := range base {
+			if _, ok := cur[name]; !ok {
+				names = append(names, name)
+			}
+		}
+		sort.Strings(names)
+		mark := len(buf)
+		for _, name := range names {
+			buf = buf[:mark]
+			if mark > 0 {
+				buf = append(buf, '/')
+			}
+			buf = append(buf, name...)
+			c, b := cur[name], base[name]
+			inBase := b != nil && b.present
+			send := func(ch Change) bool {
+				if wantPath() {
+					ch.Path = string(buf)
+				}
+				return emit(ch)
+			}
+			ok := true
+			switch {
+			case c == nil:
+				if inBase {
+					ok = send(Change{Kind: Deleted, IsDir: b.dir})
+				}
+			case !inBase:
+				ok = send(changeOf(Created, c))
+			case b.dir != c.isDir():
+				ok = send(Change{Kind: Deleted, IsDir: b.dir}) && send(changeOf(Created, c))
+			case !c.isDir() && (b.ino != c.ino || b.version != c.version):
+				ok = send(changeOf(Modified, c))
+			}
+			if !ok {
+				return false
+			}
+			var cc map[string]*node
+			if c != nil && c.isDir() {
+				cc = c.children
+			}
+			var bc map[string]*baseNode
+			if b != nil {
+				bc = b.children
+			}
+			if (len(cc) > 0 || len(bc) > 0) && !walk(cc, bc) {
+				return false
+			}
+		}
+		buf = buf[:mark]
+		return true
+	}
+	walk(f.root.children, f.baseline.children)
+}
+
+func changeOf(k ChangeKind, n *node) Change {
+	return Change{Kind: k, Size: int64(len(n.data)), IsDir: n.isDir()}
 }
 
 // ---- whole-FS operations ----
@@ -352,6 +445,7 @@ func changeOf(p string, k ChangeKind, n *node) Change {
 // Clone returns a deep copy: same contents, modes, timestamps, inode
 // numbers, quotas, clock and baseline, sharing no memory with f. Open handles
 // are not copied (files unlinked but still open in f are not in the clone).
+// The clone of a frozen FS is not frozen.
 func (f *FS) Clone() *FS {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -361,10 +455,7 @@ func (f *FS) Clone() *FS {
 		nextIno:  f.nextIno,
 		version:  f.version,
 		gen:      1,
-		baseline: make(map[string]baseEntry, len(f.baseline)),
-	}
-	for p, b := range f.baseline {
-		c.baseline[p] = b
+		baseline: cloneBase(f.baseline),
 	}
 	c.root = c.cloneNode(f.root)
 	return c
@@ -374,6 +465,7 @@ func (c *FS) cloneNode(n *node) *node {
 	m := &node{
 		ino: n.ino, mode: n.mode, atim: n.atim, mtim: n.mtim, ctim: n.ctim,
 		version: n.version, linked: true,
+		height: n.height, extent: n.extent, stale: n.stale,
 	}
 	if n.isDir() {
 		m.children = make(map[string]*node, len(n.children))
@@ -390,9 +482,11 @@ func (c *FS) cloneNode(n *node) *node {
 
 // Reset empties the workspace (root directory only) and the baseline,
 // keeping the quotas and the clock. Handles opened before Reset fail with
-// EBADF from then on.
+// EBADF from then on. It does nothing on a frozen FS.
 func (f *FS) Reset() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.resetLocked()
+	if !f.frozen {
+		f.resetLocked()
+	}
 }

@@ -98,6 +98,9 @@ func (f *FS) CopyIn(ctx context.Context, hostDir string) error {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen {
+		return &PathError{Op: "copy in", Path: hostDir, Err: sys.EROFS}
+	}
 	newFiles, delta := 0, int64(0)
 	for _, rel := range dirs {
 		n, errno := f.lookup(strings.Split(rel, "/"))
@@ -170,67 +173,237 @@ func readHostFile(root *os.Root, rel string, max int64) ([]byte, fs.FileMode, er
 	return data, st.Mode().Perm(), nil
 }
 
-// WriteBack writes the Created and Modified entries of Changes into the host
-// directory hostDir (created if missing): directories are created, files are
-// written whole. Deleted entries are NOT applied to the host; the caller
-// decides what to do with them (they are in Changes).
+// WriteBackOptions are the rules of WriteBack. The zero value is the safe
+// default: no hidden paths, no execute bits, no deletions.
+type WriteBackOptions struct {
+	// AllowHidden lists hidden paths WriteBack may write (and, with Delete,
+	// delete). A path is hidden when any of its components starts with "."
+	// (".git/config", "src/.env", ".github"); every other hidden path is
+	// refused. Each entry is a slash-separated path relative to hostDir and
+	// allows itself and everything below it: ".github" allows
+	// ".github/workflows/ci.yml". Never list ".git" for a program you do not
+	// trust: git runs hooks and configured commands from there.
+	AllowHidden []string
+	// Only, when not empty, restricts WriteBack to these paths (each allows
+	// itself, everything below it and the directories above it); everything
+	// else is refused. Same syntax as AllowHidden.
+	Only []string
+	// Executable keeps the execute bits the program gave its files. Without
+	// it, WriteBack never sets an execute bit: a new file gets the
+	// program's read/write bits (at least owner read/write), and a file that
+	// already exists on the host keeps the execute bits it has there.
+	Executable bool
+	// Delete applies the program's deletions: each regular file it deleted
+	// is removed from hostDir, then each directory it deleted if that leaves
+	// the directory empty on the host (a directory that still holds host
+	// files is reported in NotDeleted). Without Delete, deletions are only
+	// reported (NotDeleted). A file is deleted whatever its host content is
+	// now.
+	Delete bool
+}
+
+// WriteBackReport says what WriteBack did, as slash-separated paths relative
+// to hostDir, in the order it did it.
+type WriteBackReport struct {
+	Written    []string           // regular files written (created or replaced)
+	Dirs       []string           // directories the program created, now present on the host
+	Deleted    []string           // host entries removed (only with Delete)
+	NotDeleted []string           // deletions not applied: Delete is off, or a directory is not empty on the host
+	Refused    []WriteBackRefusal // changes the rules refused; nothing was done for them
+}
+
+// WriteBackRefusal is one change WriteBack refused.
+type WriteBackRefusal struct {
+	Path   string
+	Kind   ChangeKind
+	Reason string // "hidden path", "outside the allowed paths"
+}
+
+// ErrRefused is wrapped by the error WriteBack returns when its rules
+// refused at least one change (the others were applied; the report lists
+// both).
+var ErrRefused = errors.New("changes refused by the writeback rules")
+
+// WriteBack applies Changes to the host directory hostDir (created if
+// missing) under opts: directories are created, files are written whole,
+// and deletions are applied only with opts.Delete. Hidden paths, paths
+// outside opts.Only and execute bits are refused unless opts allows them.
+// It trusts the program's output: whatever the program wrote to an allowed
+// path lands on the host.
 //
 // Safety: everything goes through an os.Root on hostDir, so nothing outside
-// it can be written even if the host tree changes meanwhile. Symbolic links
-// in the target are never followed: a link as a parent directory or as the
-// file to write is an error (ErrHostSymlink). Each file is written to a fresh
-// temporary file in the same directory and renamed over the target, so an
-// existing hard link is replaced, not written through. Host modes are the
-// workspace permission bits without group/other write, plus owner read/write.
-// It stops at the first error; ctx is checked between entries.
-func (f *FS) WriteBack(ctx context.Context, hostDir string) error {
+// it can be written or removed even if the host tree changes meanwhile.
+// Symbolic links in the target are never followed: a link as a parent
+// directory, as the file to write or as the entry to delete is an error
+// (ErrHostSymlink). Each file is written to a fresh temporary file in the
+// same directory and renamed over the target, so an existing hard link is
+// replaced, not written through. Group and other never get write access.
+//
+// Deletions run first (deepest first), then creations and writes (parents
+// first). It stops at the first I/O error, returning what it did so far;
+// ctx is checked between entries. When the rules refused changes, it does
+// everything else and returns an error wrapping ErrRefused.
+func (f *FS) WriteBack(ctx context.Context, hostDir string, opts WriteBackOptions) (*WriteBackReport, error) {
 	type item struct {
 		rel  string
 		dir  bool
 		data []byte
 		perm fs.FileMode
 	}
-	var items []item
+	rep := &WriteBackReport{}
+	var writes, deletes []item
 	f.mu.Lock()
-	for _, c := range f.changesLocked() {
+	f.diffLocked(func(c Change) bool {
+		if reason := opts.refuse(c.Path, c.IsDir); reason != "" {
+			rep.Refused = append(rep.Refused, WriteBackRefusal{Path: c.Path, Kind: c.Kind, Reason: reason})
+			return true
+		}
 		if c.Kind == Deleted {
-			continue
+			if !opts.Delete {
+				rep.NotDeleted = append(rep.NotDeleted, c.Path)
+				return true
+			}
+			deletes = append(deletes, item{rel: c.Path, dir: c.IsDir})
+			return true
 		}
 		n, errno := f.lookup(strings.Split(c.Path, "/"))
 		if errno != 0 {
-			continue // cannot happen: changes were computed under the lock
+			return true // cannot happen: changes are computed under the lock
 		}
-		items = append(items, item{
+		mask := fs.FileMode(0o644)
+		if opts.Executable {
+			mask = 0o755
+		}
+		writes = append(writes, item{
 			rel: c.Path, dir: n.isDir(),
 			data: append([]byte(nil), n.data...),
-			perm: n.mode.Perm()&0o755 | 0o600,
+			perm: n.mode.Perm()&mask | 0o600,
 		})
-	}
+		return true
+	}, func() bool { return true })
 	f.mu.Unlock()
 
+	fail := func(err error) (*WriteBackReport, error) {
+		return rep, fmt.Errorf("vfs: write back %q: %w", hostDir, err)
+	}
 	if err := os.MkdirAll(hostDir, 0o755); err != nil {
-		return fmt.Errorf("vfs: write back %q: %w", hostDir, err)
+		return fail(err)
 	}
 	root, err := os.OpenRoot(hostDir)
 	if err != nil {
-		return fmt.Errorf("vfs: write back %q: %w", hostDir, err)
+		return fail(err)
 	}
 	defer root.Close()
-	for _, it := range items {
+	for i := len(deletes) - 1; i >= 0; i-- {
+		it := deletes[i]
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("vfs: write back %q: %w", hostDir, err)
+			return fail(err)
 		}
-		var err error
-		if it.dir {
-			err = ensureHostDir(root, it.rel)
-		} else {
-			err = writeHostFile(root, it.rel, it.data, it.perm)
-		}
-		if err != nil {
-			return fmt.Errorf("vfs: write back %q: %w", hostDir, err)
+		removed, err := removeHost(root, it.rel, it.dir)
+		switch {
+		case err != nil:
+			return fail(err)
+		case removed:
+			rep.Deleted = append(rep.Deleted, it.rel)
+		case it.dir:
+			rep.NotDeleted = append(rep.NotDeleted, it.rel)
 		}
 	}
-	return nil
+	for _, it := range writes {
+		if err := ctx.Err(); err != nil {
+			return fail(err)
+		}
+		if it.dir {
+			if err := ensureHostDir(root, it.rel); err != nil {
+				return fail(err)
+			}
+			rep.Dirs = append(rep.Dirs, it.rel)
+			continue
+		}
+		if err := writeHostFile(root, it.rel, it.data, it.perm, opts.Executable); err != nil {
+			return fail(err)
+		}
+		rep.Written = append(rep.Written, it.rel)
+	}
+	if len(rep.Refused) > 0 {
+		r := rep.Refused[0]
+		return fail(fmt.Errorf("%w: %d change(s), the first %s %q (%s)", ErrRefused, len(rep.Refused), r.Kind, r.Path, r.Reason))
+	}
+	return rep, nil
+}
+
+// refuse says why the rules refuse a change at rel ("" if they allow it).
+func (o WriteBackOptions) refuse(rel string, isDir bool) string {
+	if hidden(rel) && !underAny(rel, o.AllowHidden, false) {
+		return "hidden path"
+	}
+	if len(o.Only) > 0 && !underAny(rel, o.Only, isDir) {
+		return "outside the allowed paths"
+	}
+	return ""
+}
+
+func hidden(rel string) bool {
+	for _, part := range strings.Split(rel, "/") {
+		if strings.HasPrefix(part, ".") {
+			return true
+		}
+	}
+	return false
+}
+
+// underAny reports whether rel is one of roots or below one (or, with
+// ancestors, a directory above one).
+func underAny(rel string, roots []string, ancestors bool) bool {
+	for _, r := range roots {
+		r = strings.Trim(path.Clean("/"+r), "/")
+		if r == "" {
+			continue
+		}
+		if rel == r || strings.HasPrefix(rel, r+"/") || ancestors && strings.HasPrefix(r, rel+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+// removeHost removes rel (a regular file, or an empty directory when dir)
+// if it exists; every parent must be a real directory. A directory that is
+// not empty is left in place (false, nil).
+func removeHost(root *os.Root, rel string, dir bool) (bool, error) {
+	parts := strings.Split(rel, "/")
+	for i := 1; i < len(parts); i++ {
+		p := strings.Join(parts[:i], "/")
+		st, err := root.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			return false, nil
+		case err != nil:
+			return false, err
+		case st.Mode()&fs.ModeSymlink != 0:
+			return false, fmt.Errorf("%q: %w", p, ErrHostSymlink)
+		case !st.IsDir():
+			return false, nil // the parent is gone or replaced: nothing of ours there
+		}
+	}
+	st, err := root.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return false, fmt.Errorf("%q: %w", rel, ErrHostSymlink)
+	case dir != st.IsDir() || !dir && !st.Mode().IsRegular():
+		return false, fmt.Errorf("%q has another type on the host: %w", rel, ErrHostIrregular)
+	}
+	if err := root.Remove(rel); err != nil {
+		if dir && (errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST)) {
+			return false, nil
+		}
+		return false, err
+	}
+	return true, nil
 }
 
 // ensureHostDir makes every component of rel an existing real directory
@@ -265,7 +438,9 @@ func ensureHostDir(root *os.Root, rel string) error {
 	return nil
 }
 
-func writeHostFile(root *os.Root, rel string, data []byte, perm fs.FileMode) error {
+// writeHostFile writes rel whole. Unless exec, a file that exists keeps its
+// execute bits and perm's are dropped.
+func writeHostFile(root *os.Root, rel string, data []byte, perm fs.FileMode, exec bool) error {
 	dir := path.Dir(rel)
 	if err := ensureHostDir(root, dir); err != nil {
 		return err
@@ -278,6 +453,12 @@ func writeHostFile(root *os.Root, rel string, data []byte, perm fs.FileMode) err
 		return fmt.Errorf("%q: %w", rel, ErrHostIrregular)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return err
+	}
+	if !exec {
+		perm &^= 0o111
+		if err == nil {
+			perm |= st.Mode().Perm() & 0o111
+		}
 	}
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])

@@ -65,7 +65,7 @@ func TestCopyInWriteBackRoundTrip(t *testing.T) {
 	errnoOK(t, "unlink", f.Unlink("pkg/data/keep.txt"))
 
 	dst := t.TempDir()
-	must(t, f.WriteBack(ctx, dst))
+	must(t, writeBack(f, ctx, dst))
 	if got := readHost(t, dst, "pkg/mod.py"); got != "x = 2\n" {
 		t.Fatal(got)
 	}
@@ -81,7 +81,7 @@ func TestCopyInWriteBackRoundTrip(t *testing.T) {
 	}
 	// Writing back into the source applies the changes there; deleted
 	// files stay on the host.
-	must(t, f.WriteBack(ctx, src))
+	must(t, writeBack(f, ctx, src))
 	if got := readHost(t, src, "pkg/mod.py"); got != "x = 2\n" {
 		t.Fatal(got)
 	}
@@ -214,7 +214,7 @@ func TestWriteBackNeverFollowsSymlinks(t *testing.T) {
 	// Target file is a symlink to outside.
 	dst := t.TempDir()
 	must(t, os.Symlink(filepath.Join(outside, "victim.txt"), filepath.Join(dst, "victim.txt")))
-	if err := f.WriteBack(ctx, dst); !errors.Is(err, ErrHostSymlink) {
+	if err := writeBack(f, ctx, dst); !errors.Is(err, ErrHostSymlink) {
 		t.Fatalf("file symlink: %v", err)
 	}
 	if got := readHost(t, outside, "victim.txt"); got != "original" {
@@ -224,7 +224,7 @@ func TestWriteBackNeverFollowsSymlinks(t *testing.T) {
 	// A parent directory is a symlink to outside.
 	dst = t.TempDir()
 	must(t, os.Symlink(outside, filepath.Join(dst, "sub")))
-	err := f.WriteBack(ctx, dst)
+	err := writeBack(f, ctx, dst)
 	if !errors.Is(err, ErrHostSymlink) {
 		t.Fatalf("dir symlink: %v", err)
 	}
@@ -239,7 +239,7 @@ func TestWriteBackNeverFollowsSymlinks(t *testing.T) {
 		h := open(t, f2, "victim.txt", sys.O_WRONLY|sys.O_CREAT)
 		h.Write([]byte("new"))
 		h.Close()
-		must(t, f2.WriteBack(ctx, dst))
+		must(t, writeBack(f2, ctx, dst))
 		if got := readHost(t, outside, "victim.txt"); got != "original" {
 			t.Fatal("wrote through a hard link:", got)
 		}
@@ -251,7 +251,7 @@ func TestWriteBackNeverFollowsSymlinks(t *testing.T) {
 	// A directory where a file should go.
 	dst = t.TempDir()
 	must(t, os.MkdirAll(filepath.Join(dst, "victim.txt"), 0o755))
-	if err := f.WriteBack(ctx, dst); !errors.Is(err, ErrHostIrregular) {
+	if err := writeBack(f, ctx, dst); !errors.Is(err, ErrHostIrregular) {
 		t.Fatalf("dir in the way: %v", err)
 	}
 }
@@ -265,14 +265,40 @@ func TestWriteBackModes(t *testing.T) {
 	h = open(t, f, "ro", sys.O_WRONLY|sys.O_CREAT)
 	h.Close()
 	errnoOK(t, "chmod", f.Chmod("ro", 0o000))
+	// By default no execute bit is set, and group/other never get write.
 	dst := t.TempDir()
-	must(t, f.WriteBack(context.Background(), dst))
+	must(t, writeBack(f, context.Background(), dst))
 	st, _ := os.Stat(filepath.Join(dst, "run.sh"))
-	if st.Mode().Perm() != 0o755 {
+	if st.Mode().Perm() != 0o644 {
 		t.Fatal("run.sh", st.Mode())
 	}
 	st, _ = os.Stat(filepath.Join(dst, "ro"))
 	if st.Mode().Perm() != 0o600 {
 		t.Fatal("ro", st.Mode())
 	}
+	// Asked for, the program's execute bits are kept.
+	dst = t.TempDir()
+	if _, err := f.WriteBack(context.Background(), dst, WriteBackOptions{Executable: true}); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := os.Stat(filepath.Join(dst, "run.sh")); st.Mode().Perm() != 0o755 {
+		t.Fatal("run.sh with Executable", st.Mode())
+	}
+	// A host file that is already executable stays so; one that is not does not become so.
+	dst = t.TempDir()
+	writeHost(t, dst, "run.sh", "old")
+	must(t, os.Chmod(filepath.Join(dst, "run.sh"), 0o700))
+	writeHost(t, dst, "ro", "old")
+	must(t, writeBack(f, context.Background(), dst))
+	if st, _ := os.Stat(filepath.Join(dst, "run.sh")); st.Mode().Perm() != 0o744 {
+		t.Fatal("existing executable run.sh", st.Mode())
+	}
+	if st, _ := os.Stat(filepath.Join(dst, "ro")); st.Mode().Perm() != 0o600 {
+		t.Fatal("existing ro", st.Mode())
+	}
+}
+
+func writeBack(f *FS, ctx context.Context, dst string) error {
+	_, err := f.WriteBack(ctx, dst, WriteBackOptions{})
+	return err
 }

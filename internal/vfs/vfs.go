@@ -18,10 +18,15 @@ const (
 	DefaultMaxOpenFiles = 1024     // open handles at once
 )
 
-// Path limits. Longer names give ENAMETOOLONG.
+// Path limits, as on Linux (plus a depth bound Linux does not have). Every
+// entry of an FS satisfies them at all times: a path passed in that breaks
+// one, and a create, mkdir or rename whose result would break one, fails with
+// ENAMETOOLONG. They bound what host code spends per path (Walk, Changes,
+// WriteBack), whatever sequence of renames the guest makes.
 const (
 	MaxNameLen = 255  // bytes in one path component
-	MaxPathLen = 4096 // bytes in a whole path as passed in
+	MaxPathLen = 4096 // bytes in a whole path, as passed in and of every entry ("a/b/c", no leading slash)
+	MaxDepth   = 256  // components in a path (the root is depth 0, "a/b" depth 2)
 )
 
 // devID is the Stat_t.Dev reported for every node of every FS.
@@ -81,6 +86,16 @@ type node struct {
 	version  uint64 // FS-wide sequence number of the last content change
 	opens    int    // open handles (of the current generation)
 	linked   bool   // reachable from the root
+
+	// Directories only: upper bounds of the deepest entry below (in
+	// components: 1 for a child) and of the longest path below (bytes of
+	// "child/grandchild"), so that a rename can check the moved subtree
+	// against MaxDepth and MaxPathLen without walking it. They are exact
+	// unless stale (something was removed below since they were computed);
+	// exactBounds recomputes stale ones.
+	height int
+	extent int
+	stale  bool
 }
 
 // isDir reads only children, which never changes after creation, so it is
@@ -108,7 +123,10 @@ type FS struct {
 	usedFiles   int
 	openHandles int
 
-	baseline map[string]baseEntry
+	// frozen: see Freeze. Only ever set, never cleared.
+	frozen bool
+
+	baseline *baseNode
 
 	// lastQuota is the quota errno (ENOSPC, EDQUOT, EMFILE) of the most
 	// recent guest-facing call that failed on a limit, consumed by the
@@ -137,7 +155,7 @@ func (f *FS) resetLocked() {
 	f.usedBytes = 0
 	f.usedFiles = 0
 	f.openHandles = 0
-	f.baseline = map[string]baseEntry{}
+	f.baseline = newBaseDir()
 	f.lastQuota = 0
 }
 
@@ -200,7 +218,104 @@ func parsePath(p string) (parts []string, trailingSlash bool, errno sys.Errno) {
 			parts = append(parts, seg)
 		}
 	}
+	if len(parts) > MaxDepth {
+		return nil, false, sys.ENAMETOOLONG
+	}
 	return parts, trailingSlash, 0
+}
+
+// pathLen is len(joinParts(parts)) without building it.
+func pathLen(parts []string) int {
+	n := len(parts) - 1
+	if n < 0 {
+		return 0
+	}
+	for _, p := range parts {
+		n += len(p)
+	}
+	return n
+}
+
+// below is the length a subtree of the given extent adds to its root's path
+// ("/" plus the longest relative path), 0 for an empty subtree.
+func below(extent int) int {
+	if extent == 0 {
+		return 0
+	}
+	return 1 + extent
+}
+
+// grow records in every ancestor of the entry at parts (the root included)
+// that it now holds that entry, whose own subtree has the given height and
+// extent (0, 0 for a file or an empty directory). Every node on parts must
+// exist.
+func (f *FS) grow(parts []string, height, extent int) {
+	total := pathLen(parts) + below(extent)
+	n, used := f.root, 0
+	for i := range parts {
+		n.height = max(n.height, len(parts)-i+height)
+		n.extent = max(n.extent, total-used)
+		if i == len(parts)-1 {
+			return
+		}
+		n = n.children[parts[i]]
+		used += len(parts[i]) + 1
+	}
+}
+
+// shrink marks the bounds of every ancestor of parts (the root included,
+// the entry itself excluded) stale after the entry was removed.
+func (f *FS) shrink(parts []string) {
+	n := f.root
+	for i := range parts {
+		n.stale = true
+		if i == len(parts)-1 {
+			return
+		}
+		c := n.children[parts[i]]
+		if c == nil {
+			return
+		}
+		n = c
+	}
+}
+
+// exactBounds makes d's height and extent exact, recomputing stale
+// directories below it (never deeper than MaxDepth: every entry obeys it).
+func exactBounds(d *node) {
+	if !d.stale {
+		return
+	}
+	d.height, d.extent = 0, 0
+	for name, c := range d.children {
+		h, e := 1, len(name)
+		if c.isDir() {
+			exactBounds(c)
+			h += c.height
+			e += below(c.extent)
+		}
+		d.height, d.extent = max(d.height, h), max(d.extent, e)
+	}
+	d.stale = false
+}
+
+// fits reports whether n, placed at parts, keeps it and everything below it
+// within MaxDepth and MaxPathLen.
+func fits(n *node, parts []string) bool {
+	check := func() bool {
+		return len(parts)+n.height <= MaxDepth && pathLen(parts)+below(n.extent) <= MaxPathLen
+	}
+	if !n.isDir() {
+		return len(parts) <= MaxDepth && pathLen(parts) <= MaxPathLen
+	}
+	if check() {
+		return true
+	}
+	if !n.stale {
+		return false
+	}
+	exactBounds(n)
+	return check()
 }
 
 func joinParts(parts []string) string { return strings.Join(parts, "/") }
@@ -386,6 +501,12 @@ func (f *FS) statNode(n *node) wsys.Stat_t {
 // O_SYNC, O_DSYNC and O_RSYNC are accepted and have no effect (there are no
 // symlinks and everything is in memory). perm is stored (permission bits
 // only) for a created file; permissions are never enforced.
+//
+// An open without write access never changes an existing file: O_TRUNC on
+// one needs O_WRONLY or O_RDWR (EINVAL otherwise; POSIX leaves the
+// combination undefined and Linux truncates). On a frozen FS (Freeze) any open asking for
+// write access, O_CREAT, O_EXCL, O_TRUNC or O_APPEND fails with EROFS, as on
+// a read-only Linux mount.
 func (f *FS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, sys.Errno) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -395,16 +516,21 @@ func (f *FS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, 
 	if errno != 0 {
 		return nil, errno
 	}
-	if f.openHandles >= f.limits.MaxOpenFiles {
-		f.lastQuota = EMFILE
-		return nil, EMFILE
-	}
 	acc := flag & (sys.O_RDONLY | sys.O_RDWR | sys.O_WRONLY)
 	readable := acc == sys.O_RDONLY || acc == sys.O_RDWR
 	writable := acc == sys.O_WRONLY || acc == sys.O_RDWR
 	creat := flag&sys.O_CREAT != 0
 	excl := flag&sys.O_EXCL != 0
+	trunc := flag&sys.O_TRUNC != 0
+	appnd := flag&sys.O_APPEND != 0
 	wantDir := flag&sys.O_DIRECTORY != 0
+	if f.frozen && (writable || creat || excl || trunc || appnd) {
+		return nil, sys.EROFS
+	}
+	if !f.frozen && f.openHandles >= f.limits.MaxOpenFiles {
+		f.lastQuota = EMFILE
+		return nil, EMFILE
+	}
 
 	var n *node
 	if len(parts) == 0 {
@@ -432,15 +558,16 @@ func (f *FS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, 
 			n.linked = true
 			dir.children[name] = n
 			f.usedFiles++
+			f.grow(parts, 0, 0)
 			f.touchDir(dir, n.ctim)
-			return f.newHandle(n, readable, writable, flag&sys.O_APPEND != 0), 0
+			return f.newHandle(n, readable, writable, appnd), 0
 		}
 	}
 	if creat && excl {
 		return nil, sys.EEXIST
 	}
 	if n.isDir() {
-		if writable || flag&sys.O_TRUNC != 0 {
+		if writable || trunc {
 			return nil, sys.EISDIR
 		}
 		return f.newHandle(n, true, false, false), 0
@@ -448,17 +575,26 @@ func (f *FS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, 
 	if wantDir || slash {
 		return nil, sys.ENOTDIR
 	}
-	if flag&sys.O_TRUNC != 0 && len(n.data) > 0 {
+	if trunc && !writable {
+		return nil, sys.EINVAL
+	}
+	if trunc && len(n.data) > 0 {
 		_ = f.setSize(n, 0) // shrinking never fails
 		f.touchContent(n)
 	}
-	return f.newHandle(n, readable, writable, flag&sys.O_APPEND != 0), 0
+	return f.newHandle(n, readable, writable, appnd), 0
 }
 
+// newHandle opens a handle on n. Handles of a frozen FS are not counted: nothing
+// can be unlinked, so no accounting depends on them, and a frozen FS shared by
+// many guests must not let one of them use up a shared handle limit (bound
+// them per guest with an OpenLimit).
 func (f *FS) newHandle(n *node, readable, writable, appnd bool) *file {
-	n.opens++
-	f.openHandles++
-	h := &file{fs: f, n: n, gen: f.gen, readable: readable, writable: writable, append: appnd}
+	h := &file{fs: f, n: n, gen: f.gen, readable: readable, writable: writable, append: appnd, counted: !f.frozen}
+	if h.counted {
+		n.opens++
+		f.openHandles++
+	}
 	h.seeker.h = h
 	return h
 }
@@ -484,6 +620,9 @@ func (f *FS) Mkdir(path string, perm fs.FileMode) sys.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.lastQuota = 0
+	if f.frozen {
+		return sys.EROFS
+	}
 	parts, _, errno := parsePath(path)
 	if errno != 0 {
 		return errno
@@ -505,6 +644,7 @@ func (f *FS) Mkdir(path string, perm fs.FileMode) sys.Errno {
 	n.linked = true
 	dir.children[name] = n
 	f.usedFiles++
+	f.grow(parts, 0, 0)
 	f.touchDir(dir, n.ctim)
 	return 0
 }
@@ -514,6 +654,9 @@ func (f *FS) Mkdir(path string, perm fs.FileMode) sys.Errno {
 func (f *FS) Chmod(path string, perm fs.FileMode) sys.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen {
+		return sys.EROFS
+	}
 	n, _, errno := f.resolve(path)
 	if errno != 0 {
 		return errno
@@ -527,10 +670,15 @@ func (f *FS) Chmod(path string, perm fs.FileMode) sys.Errno {
 // existing file; a directory replaces an empty directory (ENOTEMPTY
 // otherwise); file over directory is EISDIR, directory over file is ENOTDIR;
 // moving a directory into its own subtree, or renaming the root, is EINVAL.
-// Open handles keep referring to the moved node. Rename never grows usage.
+// A directory whose deepest entry would then pass MaxDepth or MaxPathLen is
+// ENAMETOOLONG. Open handles keep referring to the moved node. Rename never
+// grows usage.
 func (f *FS) Rename(from, to string) sys.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen {
+		return sys.EROFS
+	}
 	fromParts, fromSlash, errno := parsePath(from)
 	if errno != 0 {
 		return errno
@@ -574,13 +722,19 @@ func (f *FS) Rename(from, to string) sys.Errno {
 			return sys.ENOTEMPTY
 		}
 	}
+	if !fits(src, toParts) {
+		return sys.ENAMETOOLONG
+	}
 	now := f.nowNanos()
+	f.shrink(fromParts)
 	delete(srcDir.children, srcName)
 	if dst != nil {
+		f.shrink(toParts)
 		delete(dstDir.children, dstName)
 		f.unlinkNode(dst, now)
 	}
 	dstDir.children[dstName] = src
+	f.grow(toParts, src.height, src.extent)
 	src.ctim = now
 	f.touchDir(srcDir, now)
 	f.touchDir(dstDir, now)
@@ -634,6 +788,9 @@ func (f *FS) Unlink(path string) sys.Errno {
 func (f *FS) remove(path string, rootErr sys.Errno, check func(n *node, trailingSlash bool) sys.Errno) sys.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen {
+		return sys.EROFS
+	}
 	parts, slash, errno := parsePath(path)
 	if errno != 0 {
 		return errno
@@ -653,6 +810,7 @@ func (f *FS) remove(path string, rootErr sys.Errno, check func(n *node, trailing
 		return errno
 	}
 	now := f.nowNanos()
+	f.shrink(parts)
 	delete(dir.children, name)
 	f.unlinkNode(n, now)
 	f.touchDir(dir, now)
@@ -660,12 +818,43 @@ func (f *FS) remove(path string, rootErr sys.Errno, check func(n *node, trailing
 }
 
 // Link implements sys.FS: hard links are refused with EPERM (the file system
-// does not support them; Linux says EPERM for that too).
-func (f *FS) Link(_, _ string) sys.Errno { return sys.EPERM }
+// does not support them; Linux says EPERM for that too), EROFS when frozen.
+func (f *FS) Link(_, _ string) sys.Errno { return f.noLinks() }
 
-// Symlink implements sys.FS: symbolic links are refused with EPERM, so no
-// path in the workspace can ever point anywhere else.
-func (f *FS) Symlink(_, _ string) sys.Errno { return sys.EPERM }
+// Symlink implements sys.FS: symbolic links are refused with EPERM (EROFS
+// when frozen), so no path in the workspace can ever point anywhere else.
+func (f *FS) Symlink(_, _ string) sys.Errno { return f.noLinks() }
+
+func (f *FS) noLinks() sys.Errno {
+	if f.Frozen() {
+		return sys.EROFS
+	}
+	return sys.EPERM
+}
+
+// Freeze makes f read-only for good, for the guest and the host alike: from
+// then on every sys.FS operation that would change it (an open with write
+// access, O_CREAT, O_EXCL, O_TRUNC or O_APPEND, Mkdir, Rename, Rmdir, Unlink,
+// Chmod, Utimens, Link, Symlink) fails with EROFS, so do writes, truncates and
+// Utimens through handles opened before, and the host-side writers
+// (WriteFile, MkdirAll, CopyIn) return an error wrapping EROFS; Reset does
+// nothing. Reading, Walk, Changes, Mark and Clone still work; a Clone is not
+// frozen. Use it for a layer that many guests share.
+//
+// Handles opened on a frozen FS do not count against Limits.MaxOpenFiles (see
+// OpenLimit for a per-guest bound).
+func (f *FS) Freeze() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.frozen = true
+}
+
+// Frozen reports whether Freeze was called.
+func (f *FS) Frozen() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.frozen
+}
 
 // Readlink implements sys.FS: EINVAL (not a symlink) for any existing path,
 // ENOENT for a missing one, as POSIX readlink does.
@@ -682,6 +871,9 @@ func (f *FS) Readlink(path string) (string, sys.Errno) {
 func (f *FS) Utimens(path string, atim, mtim int64) sys.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.frozen {
+		return sys.EROFS
+	}
 	n, _, errno := f.resolve(path)
 	if errno != 0 {
 		return errno

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental/sys"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
@@ -26,21 +27,28 @@ var quotaFuncs = []string{
 
 type ctxKey struct{}
 
-// NewContext returns a copy of ctx carrying fss, so that the WASI functions
-// exported by ExportWASI report f's limit failures to the guest as ENOSPC,
-// EDQUOT and EMFILE instead of EIO (the first FS that recorded a limit failure wins). Pass it (or a context derived from it) to
-// InstantiateModule / api.Function.Call for the guest that has f mounted.
-func NewContext(ctx context.Context, fss ...*FS) context.Context {
-	return context.WithValue(ctx, ctxKey{}, fss)
+// QuotaSource is what NewContext carries: an *FS or an *OpenLimit, each of
+// which remembers its last limit failure for the WASI wrappers.
+type QuotaSource interface{ takeQuota() sys.Errno }
+
+// NewContext returns a copy of ctx carrying srcs, so that the WASI functions
+// exported by ExportWASI report their limit failures to the guest as ENOSPC,
+// EDQUOT and EMFILE instead of EIO (the first source that recorded a limit
+// failure wins). Pass it (or a context derived from it) to
+// InstantiateModule / api.Function.Call for the guest that has them mounted.
+func NewContext(ctx context.Context, srcs ...QuotaSource) context.Context {
+	return context.WithValue(ctx, ctxKey{}, srcs)
 }
 
 // FromContext returns the first FS carried by ctx, or nil.
 func FromContext(ctx context.Context) *FS {
-	fss, _ := ctx.Value(ctxKey{}).([]*FS)
-	if len(fss) == 0 {
-		return nil
+	srcs, _ := ctx.Value(ctxKey{}).([]QuotaSource)
+	for _, s := range srcs {
+		if f, ok := s.(*FS); ok {
+			return f
+		}
 	}
-	return fss[0]
+	return nil
 }
 
 var wasiDefs struct {
@@ -112,8 +120,8 @@ func wrapQuota(orig api.GoModuleFunction) api.GoModuleFunction {
 		if uint32(stack[0]) != wasiErrnoIo {
 			return
 		}
-		fss, _ := ctx.Value(ctxKey{}).([]*FS)
-		for _, f := range fss {
+		srcs, _ := ctx.Value(ctxKey{}).([]QuotaSource)
+		for _, f := range srcs {
 			switch f.takeQuota() {
 			case ENOSPC:
 				stack[0] = wasiErrnoNospc

@@ -1,0 +1,218 @@
+package vfs
+
+import (
+	"io/fs"
+	"sync"
+
+	"github.com/tetratelabs/wazero/experimental/sys"
+	wsys "github.com/tetratelabs/wazero/sys"
+)
+
+// OpenLimit bounds the handles one guest holds open at once across every
+// mount wrapped with it (ReadOnly, Limited): past the bound, opens fail with
+// EMFILE. wazero keeps no descriptor limit of its own and every handle costs
+// host memory, so each guest instance gets one OpenLimit for all its mounts.
+// It is safe for concurrent use.
+type OpenLimit struct {
+	mu   sync.Mutex
+	max  int
+	open int
+	last sys.Errno // EMFILE after a refused open, until taken
+}
+
+// NewOpenLimit returns a bound of max handles (DefaultMaxOpenFiles if max <= 0).
+func NewOpenLimit(max int) *OpenLimit {
+	if max <= 0 {
+		max = DefaultMaxOpenFiles
+	}
+	return &OpenLimit{max: max}
+}
+
+// Open reports how many handles are open under the limit.
+func (l *OpenLimit) Open() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open
+}
+
+func (l *OpenLimit) acquire() sys.Errno {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.open >= l.max {
+		l.last = EMFILE
+		return EMFILE
+	}
+	l.open++
+	return 0
+}
+
+func (l *OpenLimit) release() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.open--
+}
+
+func (l *OpenLimit) takeQuota() sys.Errno {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.last
+	l.last = 0
+	return e
+}
+
+// openFile opens through fsys under l (nil: no bound), wrapping the handle
+// so that its Close releases its slot once.
+func (l *OpenLimit) openFile(fsys sys.FS, path string, flag sys.Oflag, perm fs.FileMode) (*limitedFile, sys.Errno) {
+	if l != nil {
+		if errno := l.acquire(); errno != 0 {
+			return nil, errno
+		}
+	}
+	f, errno := fsys.OpenFile(path, flag, perm)
+	if errno != 0 {
+		if l != nil {
+			l.release()
+		}
+		return nil, errno
+	}
+	return &limitedFile{File: f, lim: l}, 0
+}
+
+// limitedFile is a handle counted by an OpenLimit.
+type limitedFile struct {
+	sys.File
+	lim    *OpenLimit
+	closed bool // guarded by the guest's single use of a handle; Close is idempotent
+}
+
+// Close implements sys.File. Only the first Close releases the slot.
+func (f *limitedFile) Close() sys.Errno {
+	if f.closed {
+		return 0
+	}
+	f.closed = true
+	if f.lim != nil {
+		f.lim.release()
+	}
+	return f.File.Close()
+}
+
+// Limited returns fsys with its opens counted by lim (which must not be
+// nil); nothing else changes.
+func Limited(fsys sys.FS, lim *OpenLimit) sys.FS { return &limitedFS{FS: fsys, lim: lim} }
+
+type limitedFS struct {
+	sys.FS
+	lim *OpenLimit
+}
+
+// OpenFile implements sys.FS.
+func (l *limitedFS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, sys.Errno) {
+	f, errno := l.lim.openFile(l.FS, path, flag, perm)
+	if errno != 0 {
+		return nil, errno
+	}
+	return f, 0
+}
+
+// ReadOnly returns a read-only view of fsys, as a read-only Linux mount
+// behaves, whatever fsys itself allows: an open asking for write access,
+// O_CREAT, O_EXCL, O_TRUNC or O_APPEND fails with EROFS before fsys sees it;
+// so do Mkdir, Rename, Rmdir, Unlink, Chmod, Utimens, Link and Symlink. On
+// its handles Write, Pwrite and Truncate fail with EBADF (EISDIR for a
+// directory), as for any read-only descriptor, and Utimens and enabling
+// append with EROFS. Reads, Stat and Readlink go to fsys unchanged, so the
+// view shows changes the host makes to fsys. Opens count against lim unless
+// it is nil.
+//
+// wazero's own sysfs.ReadFS is not enough: it refuses only O_WRONLY and
+// O_RDWR and passes O_CREAT and O_TRUNC down, and a writable FS below
+// creates or truncates.
+func ReadOnly(fsys sys.FS, lim *OpenLimit) sys.FS { return &roFS{fs: fsys, lim: lim} }
+
+type roFS struct {
+	fs  sys.FS
+	lim *OpenLimit
+}
+
+var _ sys.FS = (*roFS)(nil)
+
+// writeFlags are the open flags a read-only mount refuses.
+const writeFlags = sys.O_WRONLY | sys.O_RDWR | sys.O_CREAT | sys.O_EXCL | sys.O_TRUNC | sys.O_APPEND
+
+// OpenFile implements sys.FS.
+func (r *roFS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, sys.Errno) {
+	if flag&writeFlags != 0 {
+		return nil, sys.EROFS
+	}
+	f, errno := r.lim.openFile(r.fs, path, flag, perm)
+	if errno != 0 {
+		return nil, errno
+	}
+	return &roFile{limitedFile: f}, 0
+}
+
+// Lstat implements sys.FS.
+func (r *roFS) Lstat(path string) (wsys.Stat_t, sys.Errno) { return r.fs.Lstat(path) }
+
+// Stat implements sys.FS.
+func (r *roFS) Stat(path string) (wsys.Stat_t, sys.Errno) { return r.fs.Stat(path) }
+
+// Readlink implements sys.FS.
+func (r *roFS) Readlink(path string) (string, sys.Errno) { return r.fs.Readlink(path) }
+
+// Mkdir implements sys.FS: EROFS.
+func (*roFS) Mkdir(string, fs.FileMode) sys.Errno { return sys.EROFS }
+
+// Chmod implements sys.FS: EROFS.
+func (*roFS) Chmod(string, fs.FileMode) sys.Errno { return sys.EROFS }
+
+// Rename implements sys.FS: EROFS.
+func (*roFS) Rename(string, string) sys.Errno { return sys.EROFS }
+
+// Rmdir implements sys.FS: EROFS.
+func (*roFS) Rmdir(string) sys.Errno { return sys.EROFS }
+
+// Unlink implements sys.FS: EROFS.
+func (*roFS) Unlink(string) sys.Errno { return sys.EROFS }
+
+// Link implements sys.FS: EROFS.
+func (*roFS) Link(string, string) sys.Errno { return sys.EROFS }
+
+// Symlink implements sys.FS: EROFS.
+func (*roFS) Symlink(string, string) sys.Errno { return sys.EROFS }
+
+// Utimens implements sys.FS: EROFS.
+func (*roFS) Utimens(string, int64, int64) sys.Errno { return sys.EROFS }
+
+// roFile is a handle of a ReadOnly view.
+type roFile struct{ *limitedFile }
+
+func (f *roFile) writeErr() sys.Errno {
+	if dir, errno := f.File.IsDir(); errno != 0 {
+		return errno
+	} else if dir {
+		return sys.EISDIR
+	}
+	return sys.EBADF
+}
+
+// Write implements sys.File: EBADF (EISDIR for a directory).
+func (f *roFile) Write([]byte) (int, sys.Errno) { return 0, f.writeErr() }
+
+// Pwrite implements sys.File: EBADF (EISDIR for a directory).
+func (f *roFile) Pwrite([]byte, int64) (int, sys.Errno) { return 0, f.writeErr() }
+
+// Truncate implements sys.File: EBADF (EISDIR for a directory).
+func (f *roFile) Truncate(int64) sys.Errno { return f.writeErr() }
+
+// Utimens implements sys.File: EROFS.
+func (*roFile) Utimens(int64, int64) sys.Errno { return sys.EROFS }
+
+// SetAppend implements sys.File: enabling append is EROFS.
+func (f *roFile) SetAppend(enable bool) sys.Errno {
+	if enable {
+		return sys.EROFS
+	}
+	return f.File.SetAppend(false)
+}
