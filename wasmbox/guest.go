@@ -183,7 +183,7 @@ type toolAnswer struct {
 }
 
 // callTool runs one tool call through the bridge on a goroutine of its own, so that the run's deadline holds
-// while a tool runs: when the run's context ends first, the tool gets what is left of killGrace to return, and
+// while a tool runs: when the run's context ends first, the host waits at most toolRecordWait for the call to come back, and
 // then the run is killed. A result that arrives after the end never reaches the guest.
 func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMessage) ([]byte, bool) {
 	st := h.state
@@ -537,7 +537,7 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 		RunID: st.bridge.RunID()}
 	res.Stdout, res.StdoutTruncated = stdout.result()
 	res.Stderr, res.StderrTruncated = stderr.result()
-	res.FilesChanged = g.ws.changes()
+	res.FilesChanged, res.FilesChangedTotal = g.ws.changesN(MaxFilesChanged)
 	res.PeakMemory = engine.PeakMemory(g.inst)
 	res.Duration = time.Since(start)
 

@@ -28,8 +28,11 @@ type Result struct {
 	Duration time.Duration
 	// PeakMemory is the largest size of guest linear memory during the run, in bytes.
 	PeakMemory uint64
-	// FilesChanged lists what the program created, modified or deleted in the workspace.
-	FilesChanged []FileChange
+	// FilesChanged lists what the program created, modified or deleted in the workspace: at most
+	// MaxFilesChanged entries, parents before their contents. FilesChangedTotal counts them all; when it is
+	// larger, the list was cut.
+	FilesChanged      []FileChange
+	FilesChangedTotal int
 	// ToolCalls lists every tool call of the run, allowed, denied or failed, in order, as recorded by the time
 	// the run ended.
 	ToolCalls []hostfuncs.ToolCall

@@ -133,11 +133,6 @@ func (w *Workspace) Usage() (bytes int64, files int) { return w.fs.Usage() }
 // listed.
 const MaxFilesChanged = 1000
 
-func (w *Workspace) changes() []FileChange {
-	out, _ := w.changesN(MaxFilesChanged)
-	return out
-}
-
 // changesN lists the first max changes (in workspace walk order: parents first, names sorted) and counts them
 // all; only the listed ones cost a path.
 func (w *Workspace) changesN(max int) ([]FileChange, int) {

@@ -39,7 +39,8 @@ func cliExitCode(program int) (int, bool) {
 
 const usageText = `usage:
   wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
-              [--workspace DIR] [--writeback] [--audit LOG] [--json] (FILE | -c CODE | -)
+              [--workspace DIR] [--writeback [--writeback-allow-hidden PATH]... [--writeback-only PATH]...
+              [--writeback-exec] [--writeback-delete]] [--audit LOG] [--json] (FILE | -c CODE | -)
   wasmbox version [--json]
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
@@ -116,13 +117,48 @@ type jsonResult struct {
 	DurationMS      float64              `json:"duration_ms"`
 	Error           *jsonError           `json:"error"`
 	FilesChanged    []wasmbox.FileChange `json:"files_changed"`
-	WrittenBack     bool                 `json:"written_back"`
-	RunID           string               `json:"run_id,omitempty"`
+	// FilesChangedTotal counts every change; files_changed lists at most wasmbox.MaxFilesChanged of them.
+	FilesChangedTotal int            `json:"files_changed_total"`
+	WrittenBack       bool           `json:"written_back"`
+	WriteBack         *jsonWriteBack `json:"writeback,omitempty"`
+	RunID             string         `json:"run_id,omitempty"`
 	// AuditHead and AuditRecords anchor the --audit log after the run: keep them, and
 	// `wasmbox audit verify --head H --count N LOG` later proves that nothing was cut from its end.
 	AuditHead    string               `json:"audit_head,omitempty"`
 	AuditRecords int64                `json:"audit_records,omitempty"`
 	ToolCalls    []hostfuncs.ToolCall `json:"tool_calls"`
+}
+
+// jsonWriteBack is what --writeback did, in the JSON result.
+type jsonWriteBack struct {
+	Written    []string      `json:"written"`
+	Dirs       []string      `json:"dirs"`
+	Deleted    []string      `json:"deleted"`
+	NotDeleted []string      `json:"not_deleted"`
+	Refused    []jsonRefusal `json:"refused"`
+}
+
+type jsonRefusal struct {
+	Path   string `json:"path"`
+	Reason string `json:"reason"`
+}
+
+func writeBackJSON(r *wasmbox.WriteBackReport) *jsonWriteBack {
+	if r == nil {
+		return nil
+	}
+	nonNil := func(s []string) []string {
+		if s == nil {
+			return []string{}
+		}
+		return s
+	}
+	out := &jsonWriteBack{Written: nonNil(r.Written), Dirs: nonNil(r.Dirs), Deleted: nonNil(r.Deleted),
+		NotDeleted: nonNil(r.NotDeleted), Refused: []jsonRefusal{}}
+	for _, f := range r.Refused {
+		out.Refused = append(out.Refused, jsonRefusal{Path: f.Path, Reason: f.Reason})
+	}
+	return out
 }
 
 func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
@@ -135,7 +171,18 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	env := envFlag{}
 	fs.Var(env, "env", "KEY=VALUE passed to the guest (repeatable); nothing else of the host's environment is")
 	wsDir := fs.String("workspace", "", "copy DIR into the workspace before the run")
-	writeback := fs.Bool("writeback", false, "write changed files back to --workspace DIR after the run")
+	writeback := fs.Bool("writeback", false, "write changed files back to --workspace DIR after a run that ended normally (hidden paths refused)")
+	var wbOpts wasmbox.WriteBackOptions
+	fs.Func("writeback-allow-hidden", "let --writeback write this hidden PATH (e.g. .github); repeatable; never .git for untrusted code", func(v string) error {
+		wbOpts.AllowHidden = append(wbOpts.AllowHidden, v)
+		return nil
+	})
+	fs.Func("writeback-only", "restrict --writeback to this PATH (and below); repeatable", func(v string) error {
+		wbOpts.Only = append(wbOpts.Only, v)
+		return nil
+	})
+	fs.BoolVar(&wbOpts.Executable, "writeback-exec", false, "keep the execute bits the program gave its files")
+	fs.BoolVar(&wbOpts.Delete, "writeback-delete", false, "apply the program's deletions to DIR (default: report them only)")
 	asJSON := fs.Bool("json", false, "print exactly one JSON object on stdout")
 	code := fs.String("c", "", "program passed as a string")
 	auditPath := fs.String("audit", "", "append the run's tool-call records to the hash-chained JSONL audit LOG and report its head")
@@ -174,6 +221,9 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if *writeback && *wsDir == "" {
 		return usage("--writeback needs --workspace DIR")
+	}
+	if !*writeback && (len(wbOpts.AllowHidden) > 0 || len(wbOpts.Only) > 0 || wbOpts.Executable || wbOpts.Delete) {
+		return usage("--writeback-* options need --writeback")
 	}
 	mem, err := parseSize(*memory)
 	if err != nil {
@@ -242,11 +292,22 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	// Write back only a program that ran to its end: after a timeout, the memory limit or a failure of wasmbox
 	// the workspace is whatever the program had reached, and is not copied out.
 	wroteBack := false
+	var wbReport *wasmbox.WriteBackReport
 	if *writeback && runErr == nil {
-		if err := ws.WriteBack(ctx, *wsDir); err != nil {
+		rep, err := ws.WriteBackWith(ctx, *wsDir, wbOpts)
+		if err != nil && !errors.Is(err, wasmbox.ErrWriteBackRefused) {
 			return fail(err)
 		}
-		wroteBack = true
+		wroteBack, wbReport = true, rep
+	}
+	if wbReport != nil && (len(wbReport.Refused) > 0 || len(wbReport.NotDeleted) > 0) {
+		// Said on stderr in both modes: in --json, stdout carries only the object (which lists them too).
+		for _, r := range wbReport.Refused {
+			fmt.Fprintf(stderr, "wasmbox: writeback refused %s: %s\n", r.Path, r.Reason)
+		}
+		if n := len(wbReport.NotDeleted); n > 0 {
+			fmt.Fprintf(stderr, "wasmbox: writeback left %d deleted path(s) on the host (see --writeback-delete): %s\n", n, strings.Join(wbReport.NotDeleted, ", "))
+		}
 	}
 	exit, remapped := cliExitCode(res.ExitCode)
 	var je *jsonError
@@ -280,7 +341,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		out := jsonResult{AuditHead: auditHead, AuditRecords: auditRecords, Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated,
 			StderrTruncated: res.StderrTruncated, ExitCode: exit, ProgramExitCode: res.ExitCode,
 			DurationMS: float64(time.Since(start).Microseconds()) / 1000, Error: je,
-			FilesChanged: res.FilesChanged, WrittenBack: wroteBack, RunID: res.RunID, ToolCalls: res.ToolCalls}
+			FilesChanged: res.FilesChanged, FilesChangedTotal: res.FilesChangedTotal, WrittenBack: wroteBack, WriteBack: writeBackJSON(wbReport), RunID: res.RunID, ToolCalls: res.ToolCalls}
 		if out.ToolCalls == nil {
 			out.ToolCalls = []hostfuncs.ToolCall{}
 		}

@@ -230,3 +230,47 @@ func TestRunAuditAnchor(t *testing.T) {
 		t.Fatalf("second run: %v, audit_records %d", err, v2.AuditRecords)
 	}
 }
+
+// --writeback refuses hidden paths such as .git (git runs hooks and configured commands from there) and
+// execute bits unless asked, reports what it refused, and applies deletions only with --writeback-delete.
+func TestRunWritebackRules(t *testing.T) {
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".git", "config"), []byte("[core]\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "old.txt"), []byte("keep?"), 0o644)
+	prog := `import os
+with open('.git/config', 'a') as f: f.write('\tfsmonitor = touch /tmp/pwned\n')
+open('.git/hooks/pre-commit', 'w').write('#!/bin/sh\necho pwned\n')
+os.remove('old.txt')
+open('ok.txt', 'w').write('fine')`
+	code, out, errs := cli(t, "", "run", "--json", "--workspace", dir, "--writeback", "-c", prog)
+	var v jsonResult
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
+		t.Fatalf("exit %d %v %s", code, err, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, ".git", "config")); string(b) != "[core]\n" {
+		t.Errorf(".git/config changed on the host: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".git", "hooks", "pre-commit")); err == nil {
+		t.Error(".git/hooks/pre-commit was written on the host")
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "ok.txt")); string(b) != "fine" {
+		t.Errorf("ok.txt: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "old.txt")); err != nil {
+		t.Error("old.txt deleted without --writeback-delete")
+	}
+	if v.WriteBack == nil || len(v.WriteBack.Refused) < 2 || len(v.WriteBack.NotDeleted) != 1 {
+		t.Errorf("writeback report %+v", v.WriteBack)
+	}
+	if !strings.Contains(errs, "writeback refused .git/config") {
+		t.Errorf("stderr does not name the refused path: %q", errs)
+	}
+	code, _, errs = cli(t, "", "run", "--workspace", dir, "--writeback", "--writeback-delete", "-c", "import os; os.remove('old.txt')")
+	if _, err := os.Stat(filepath.Join(dir, "old.txt")); code != 0 || err == nil {
+		t.Errorf("--writeback-delete: exit %d, old.txt still there (%s)", code, errs)
+	}
+	if code, _, _ := cli(t, "", "run", "--writeback-delete", "-c", "x"); code != 2 {
+		t.Errorf("--writeback-delete without --writeback: exit %d, want 2", code)
+	}
+}
