@@ -56,6 +56,29 @@
 // off: the socket is the container's only way out, and the host's Gate decides every call. Because the socket
 // and the run directory are bind mounts, the engine must run on the same machine as this process.
 //
+// # Bounds of the tool socket
+//
+// Everything on the socket comes from inside the container, so every size, count and wait it chooses has a
+// host-side bound:
+//
+//	request line      4 MiB                                   ProtocolError answer, connection closed
+//	tool result       16 MiB                                  ToolError answer
+//	connections       16 at a time per run                    LimitExceeded answer, connection closed
+//	idle connection   60 s without a request                  closed without an answer (the client reconnects)
+//	one request line  10 s from its first byte                ProtocolError answer, connection closed
+//	one response      10 s for the peer to take it            connection closed
+//	workspace path    4096 bytes, 256 levels, 255-byte names  ProtocolError answer
+//	changed files     Limits.FilesOutCount (10,000 entries)   transfer cut off
+//	changed bytes     Limits.FilesOutBytes, paths included    transfer cut off
+//	transfer ops      2/file of FilesOutCount + 1/input file  job ended (ErrSocketLimit)
+//	                    + 1/64 KiB of FilesOutBytes + 16
+//
+// A transfer cut off answers LimitExceeded to the container, keeps nothing more, and sets
+// Result.FilesTruncated. Past the op budget (only a flood gets there) the job is ended: the container is
+// killed and Run returns the partial Result with an error matching ErrSocketLimit. Deletions of paths that were
+// not input files are acknowledged and not kept. The host keeps at most FilesOutBytes of paths and data per run,
+// plus, while requests are being read, a 64 KiB buffer and one request line per connection.
+//
 // # Policy
 //
 // A Backend runs what it is asked. Whether a job may escalate is the caller's decision: Allowed(ctx, policy, job)
@@ -64,8 +87,8 @@
 // # Errors
 //
 // All errors start with "escalate: " and wrap a sentinel (ErrNoEngine, ErrEngineVersion, ErrImageNotFound,
-// ErrRuntimeNotFound, ErrUnenforceable, ErrInvalidJob, ErrNotAllowed, ErrEngine, ErrClosed) and the engine's
-// error. A program that ran and exited gives a Result and no error, whatever its exit code; Result.Err turns a
+// ErrRuntimeNotFound, ErrUnenforceable, ErrInvalidJob, ErrNotAllowed, ErrEngine, ErrClosed, ErrSocketLimit) and
+// the engine's error. A program that ran and exited gives a Result and no error, whatever its exit code; Result.Err turns a
 // non-zero exit into an *ExitError matching ErrExit, and ErrOOM for an OOM kill. A deadline returns the partial
 // Result (output so far, TimedOut set) and an error matching context.DeadlineExceeded; a cancelled context one
 // matching context.Canceled.

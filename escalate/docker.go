@@ -207,6 +207,9 @@ func (d *Docker) Run(ctx context.Context, job Job) (res *Result, err error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, j.Limits.Timeout)
 	defer cancel()
+	// The tool socket ends the job (killing the container) when the program goes past one of its hard bounds.
+	ctx, endJob := context.WithCancelCause(ctx)
+	defer endJob(nil)
 
 	// The image must be there: never pull.
 	if _, err := d.cli.ImageInspect(ctx, j.Image); err != nil {
@@ -242,7 +245,9 @@ func (d *Docker) Run(ctx context.Context, job Job) (res *Result, err error) {
 		ln.Close()
 		return nil, fmt.Errorf("escalate: tool socket: %w", err)
 	}
-	srv := serveRun(ctx, ln, j.Tools, j.Limits.FilesOutBytes)
+	srv := newRunServer(ctx, j.Tools, j.files, serverLimits{outBytes: j.Limits.FilesOutBytes, outFiles: j.Limits.FilesOutCount})
+	srv.onFail = endJob
+	srv.serve(ln)
 	defer srv.close()
 
 	name := "wasmbox-" + id
@@ -342,7 +347,11 @@ func (d *Docker) Run(ctx context.Context, job Job) (res *Result, err error) {
 		res.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
 		res.ExitCode = 137
 		res.FilesTruncated = !j.Direct
-		return res, fmt.Errorf("escalate: run %s killed after %s: %w", name, res.Duration.Round(time.Millisecond), ctx.Err())
+		cause := ctx.Err()
+		if serr := srv.err(); serr != nil {
+			cause = serr
+		}
+		return res, fmt.Errorf("escalate: run %s killed after %s: %w", name, res.Duration.Round(time.Millisecond), cause)
 	}
 	finish()
 	res.ExitCode = int(exitCode)
@@ -360,6 +369,10 @@ func (d *Docker) Run(ctx context.Context, job Job) (res *Result, err error) {
 		var complete bool
 		res.Files, res.Changes, complete = srv.changes(j.files)
 		res.FilesTruncated = !complete
+	}
+	if serr := srv.err(); serr != nil { // went past a hard bound just before its exit
+		res.Files, res.Changes, res.FilesTruncated = nil, nil, !j.Direct
+		return res, fmt.Errorf("escalate: run %s: %w", name, serr)
 	}
 	return res, nil
 }

@@ -31,6 +31,9 @@ var (
 	ErrEngine = errors.New("escalate: engine error")
 	// ErrClosed: the Backend was closed.
 	ErrClosed = errors.New("escalate: backend closed")
+	// ErrSocketLimit: the program went past a bound of the tool socket that ends the job (a flood of workspace
+	// transfer ops); the container was killed. Run returns it with the partial Result.
+	ErrSocketLimit = errors.New("escalate: tool socket limit exceeded")
 	// ErrOOM is matched by Result.Err() when the container was killed for going over its memory limit.
 	ErrOOM = errors.New("escalate: out of memory")
 	// ErrExit is matched by Result.Err() when the program exited with a non-zero code.

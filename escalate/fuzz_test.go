@@ -27,7 +27,7 @@ func FuzzRunSocket(f *testing.F) {
 		tools := func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error) {
 			return args, nil
 		}
-		s := &runServer{ctx: context.Background(), tools: tools, maxOut: 64, files: map[string][]byte{}, deleted: map[string]bool{}}
+		s := newRunServer(context.Background(), tools, nil, serverLimits{outBytes: 64})
 		var cur *fileState
 		for _, line := range bytes.Split(input, []byte("\n")) {
 			var resp response

@@ -42,6 +42,7 @@ const (
 	DefaultWorkspaceBytes = 64 << 20
 	DefaultTmpBytes       = 64 << 20
 	DefaultOutputLimit    = 1 << 20
+	DefaultFilesOutCount  = 10000
 	DefaultPython         = "python3"
 
 	// Workdir is the workspace inside the container: a size-limited tmpfs, the only writable place with /tmp.
@@ -72,8 +73,10 @@ type Limits struct {
 	// StdoutBytes and StderrBytes cap the captured output; the rest is read and dropped, a marker is appended
 	// and the Truncated flag set. Zero: 1 MiB each.
 	StdoutBytes, StderrBytes int
-	// FilesOutBytes caps the bytes of changed files read back. Zero: WorkspaceBytes.
+	// FilesOutBytes caps the bytes of changed files read back, their paths included. Zero: WorkspaceBytes.
 	FilesOutBytes int64
+	// FilesOutCount caps the number of changed files read back, deleted input files included. Zero: 10,000.
+	FilesOutCount int
 }
 
 // Job is one program to run in a container.
@@ -191,7 +194,7 @@ func prepare(j Job) (*job, error) {
 	}
 	l := &j.Limits
 	if l.Timeout < 0 || l.Memory < 0 || l.CPUs < 0 || l.Pids < 0 || l.WorkspaceBytes < 0 || l.TmpBytes < 0 ||
-		l.StdoutBytes < 0 || l.StderrBytes < 0 || l.FilesOutBytes < 0 {
+		l.StdoutBytes < 0 || l.StderrBytes < 0 || l.FilesOutBytes < 0 || l.FilesOutCount < 0 {
 		return nil, invalid("a limit is negative")
 	}
 	if l.Memory > 0 && l.Memory < 16<<20 {
@@ -223,6 +226,9 @@ func prepare(j Job) (*job, error) {
 	}
 	if l.FilesOutBytes == 0 {
 		l.FilesOutBytes = l.WorkspaceBytes
+	}
+	if l.FilesOutCount == 0 {
+		l.FilesOutCount = DefaultFilesOutCount
 	}
 	if j.Python == "" {
 		j.Python = DefaultPython
@@ -264,18 +270,41 @@ func prepare(j Job) (*job, error) {
 	return &job{Job: j, files: files}, nil
 }
 
-// cleanPath checks a workspace path and returns its clean slash form.
+// Path bounds, for the input files and for everything the container sends back: a workspace path is at most
+// MaxPathBytes long, has at most MaxPathDepth components, each at most MaxNameBytes (the NAME_MAX of the
+// container's file systems).
+const (
+	MaxPathBytes = 4096
+	MaxPathDepth = 256
+	MaxNameBytes = 255
+)
+
+// cleanPath checks a workspace path and returns its clean slash form. It looks at the name's bytes before
+// allocating anything in proportion to them.
 func cleanPath(name string) (string, error) {
+	if len(name) > MaxPathBytes {
+		return "", invalid("workspace path of %d bytes (at most %d)", len(name), MaxPathBytes)
+	}
 	if name == "" || strings.ContainsRune(name, 0) || strings.HasPrefix(name, "/") || strings.Contains(name, "\\") {
 		return "", invalid("bad workspace path %q", name)
 	}
-	for _, part := range strings.Split(name, "/") {
-		if part == ".." {
+	depth := 0
+	for rest := name; rest != ""; {
+		var part string
+		part, rest, _ = strings.Cut(rest, "/")
+		switch {
+		case part == "..":
 			return "", invalid("workspace path %q leaves the workspace", name)
+		case len(part) > MaxNameBytes:
+			return "", invalid("workspace path %q has a name longer than %d bytes", name, MaxNameBytes)
+		case part != "" && part != ".":
+			if depth++; depth > MaxPathDepth {
+				return "", invalid("workspace path %q is more than %d levels deep", name, MaxPathDepth)
+			}
 		}
 	}
 	p := path.Clean(name)
-	if p == "." || len(p) > 4096 {
+	if p == "." {
 		return "", invalid("bad workspace path %q", name)
 	}
 	return p, nil

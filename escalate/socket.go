@@ -11,6 +11,7 @@ import (
 	"net"
 	"sort"
 	"sync"
+	"time"
 )
 
 // The run socket (RunDir/tools.sock): line-delimited JSON, one response line per request line, protocol version
@@ -22,13 +23,24 @@ import (
 //	delete  {"path"}                                        a workspace file was deleted (bootstrap)
 //	done    {}                                              the workspace transfer is complete (bootstrap)
 //
-// Everything on this socket comes from inside the container and is untrusted: lines, tool arguments and file
-// bytes are bounded, paths are checked, and the files are compared with what was copied in.
+// Everything on this socket comes from inside the container and is untrusted: every size, count and wait the
+// container chooses is bounded (see the package documentation's table and the constants below), paths are
+// checked, and the files are compared with what was copied in.
 const (
 	protocolVersion = 1
 	maxLineBytes    = 4 << 20  // a request line (tool arguments, a 768 KiB file chunk in base64)
 	maxResultBytes  = 16 << 20 // a tool result
 	maxConns        = 16       // concurrent connections per run
+
+	// A connection that sends no request for idleTimeout is closed without an answer (no request was read, so
+	// the client may reconnect and send it again); once a request line has started it must be complete within
+	// lineTimeout, and each response must be taken by the peer within lineTimeout.
+	idleTimeout = 60 * time.Second
+	lineTimeout = 10 * time.Second
+
+	// opsChunk: the file-op budget of a run allows one op per opsChunk bytes of FilesOutBytes on top of two per
+	// file and one per input file (see runServer.maxOps).
+	opsChunk = 64 << 10
 )
 
 type request struct {
@@ -55,12 +67,25 @@ type wireError struct {
 	Message string `json:"message"`
 }
 
+// serverLimits are the bounds of one run's socket that depend on the job.
+type serverLimits struct {
+	outBytes int64 // bytes of changed files kept, data and paths (Limits.FilesOutBytes)
+	outFiles int   // entries kept, files and deletions (Limits.FilesOutCount)
+}
+
 // runServer serves one run's socket.
 type runServer struct {
 	ctx    context.Context
 	ln     net.Listener
 	tools  ToolHandler
+	in     map[string][]byte // the input files: only their deletion is recorded
 	maxOut int64
+	maxN   int
+	maxOps int
+	// onFail is called once, outside the lock, when the container goes past a bound that ends the job.
+	onFail func(error)
+	// idle and line are idleTimeout and lineTimeout (shorter in tests).
+	idle, line time.Duration
 
 	wg sync.WaitGroup
 
@@ -68,17 +93,53 @@ type runServer struct {
 	conns     map[net.Conn]struct{}
 	files     map[string][]byte
 	deleted   map[string]bool
-	outBytes  int64
+	outBytes  int64 // data and path bytes counted against maxOut
+	ops       int   // file, delete and done ops, refused ones included
 	done      bool
 	truncated bool
+	failErr   error // why the job was ended (wraps ErrSocketLimit), if it was
 }
 
-func serveRun(ctx context.Context, ln net.Listener, tools ToolHandler, maxOut int64) *runServer {
-	s := &runServer{ctx: ctx, ln: ln, tools: tools, maxOut: maxOut, conns: map[net.Conn]struct{}{},
+// newRunServer returns a server for one run with input files in (which it does not modify); serve starts it.
+func newRunServer(ctx context.Context, tools ToolHandler, in map[string][]byte, lim serverLimits) *runServer {
+	s := &runServer{ctx: ctx, tools: tools, in: in, maxOut: lim.outBytes, maxN: lim.outFiles,
+		idle: idleTimeout, line: lineTimeout, conns: map[net.Conn]struct{}{},
 		files: map[string][]byte{}, deleted: map[string]bool{}}
+	if s.maxN <= 0 {
+		s.maxN = DefaultFilesOutCount
+	}
+	// Enough for every file in one op plus one follow-up, every input file deleted, the bytes in 64 KiB chunks
+	// (the bootstrap sends 768 KiB) and "done": only a flood gets past it.
+	s.maxOps = 2*s.maxN + len(in) + int(max(s.maxOut, 0)/opsChunk) + 16
+	return s
+}
+
+// serve accepts connections on ln until close.
+func (s *runServer) serve(ln net.Listener) {
+	s.ln = ln
 	s.wg.Add(1)
 	go s.accept()
-	return s
+}
+
+// err returns the error that ended the job (wrapping ErrSocketLimit), or nil.
+func (s *runServer) err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failErr
+}
+
+// failLocked records the first job-ending violation; the caller calls the returned function after unlocking.
+func (s *runServer) failLocked(err error) func() {
+	if s.failErr != nil {
+		return func() {}
+	}
+	s.failErr = err
+	s.truncated = true
+	return func() {
+		if s.onFail != nil {
+			s.onFail(err)
+		}
+	}
 }
 
 func (s *runServer) accept() {
@@ -91,13 +152,17 @@ func (s *runServer) accept() {
 		s.mu.Lock()
 		if len(s.conns) >= maxConns {
 			s.mu.Unlock()
+			// One answer (a few bytes: it fits the socket buffer; the deadline covers a peer that never reads).
+			c.SetWriteDeadline(time.Now().Add(s.line))
+			writeResponse(bufio.NewWriter(c), response{Error: &wireError{"LimitExceeded",
+				fmt.Sprintf("too many connections to the tool socket (at most %d at a time)", maxConns)}})
 			c.Close()
 			continue
 		}
 		s.conns[c] = struct{}{}
 		s.mu.Unlock()
 		s.wg.Add(1)
-		go s.serve(c)
+		go s.serve1(c)
 	}
 }
 
@@ -118,7 +183,7 @@ type fileState struct {
 	data []byte
 }
 
-func (s *runServer) serve(c net.Conn) {
+func (s *runServer) serve1(c net.Conn) {
 	defer s.wg.Done()
 	defer func() {
 		s.mu.Lock()
@@ -130,19 +195,37 @@ func (s *runServer) serve(c net.Conn) {
 	w := bufio.NewWriter(c)
 	var cur *fileState
 	for {
-		line, err := readLine(r, maxLineBytes)
-		if err != nil {
-			if errors.Is(err, errLineTooLong) {
-				writeResponse(w, response{Error: &wireError{"ProtocolError", "request line too long"}})
-			}
+		// Waiting for a request: a peer that sends nothing is dropped after s.idle, without an answer.
+		c.SetReadDeadline(time.Now().Add(s.idle))
+		if _, err := r.Peek(1); err != nil {
 			return // a partial file (cur) is dropped: the transfer did not finish
 		}
+		// A request has started: the whole line within s.line, so a slow sender cannot hold a connection.
+		c.SetReadDeadline(time.Now().Add(s.line))
+		line, err := readLine(r, maxLineBytes)
+		if err != nil {
+			var ne net.Error
+			switch {
+			case errors.Is(err, errLineTooLong):
+				s.reply(c, w, response{Error: &wireError{"ProtocolError", fmt.Sprintf("request line too long (more than %d bytes)", maxLineBytes)}})
+			case errors.As(err, &ne) && ne.Timeout():
+				s.reply(c, w, response{Error: &wireError{"ProtocolError", fmt.Sprintf("request line not complete within %s", s.line)}})
+			}
+			return
+		}
+		c.SetReadDeadline(time.Time{})
 		var resp response
 		resp, cur = s.handle(line, cur)
-		if err := writeResponse(w, resp); err != nil {
+		if err := s.reply(c, w, resp); err != nil {
 			return
 		}
 	}
+}
+
+// reply writes one response; a peer that does not take it within s.line loses the connection.
+func (s *runServer) reply(c net.Conn, w *bufio.Writer, resp response) error {
+	c.SetWriteDeadline(time.Now().Add(s.line))
+	return writeResponse(w, resp)
 }
 
 // handle answers one request line; cur is the connection's file being received.
@@ -219,17 +302,43 @@ func (s *runServer) call(req request) (result json.RawMessage, werr *wireError) 
 }
 
 // fileOp handles the workspace transfer ops. A file is committed when the next file starts or at "done".
+//
+// Bounds: every path by cleanPath (length, depth, name length); the entries kept (files and deletions of input
+// files) by maxN and their bytes (data and paths) by maxOut: past either the transfer is cut off, the container
+// is told (LimitExceeded) and the Result reports FilesTruncated. The ops of a run by maxOps, refused ones
+// included: past it the job is ended (onFail, an error matching ErrSocketLimit).
 func (s *runServer) fileOp(cur *fileState, req request) (*fileState, *wireError) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
+	after := func() {}
+	defer func() { s.mu.Unlock(); after() }()
+	s.ops++
+	if s.ops > s.maxOps {
+		if s.failErr == nil {
+			after = s.failLocked(fmt.Errorf("%w: more than %d workspace transfer ops", ErrSocketLimit, s.maxOps))
+		}
+		return nil, &wireError{"LimitExceeded", fmt.Sprintf("more than %d workspace transfer ops: the run is ended", s.maxOps)}
+	}
+	if s.truncated {
+		return nil, &wireError{"LimitExceeded", "the workspace transfer was already cut off"}
+	}
+	cutOff := func(format string, args ...any) (*fileState, *wireError) {
+		s.truncated = true
+		return nil, &wireError{"LimitExceeded", fmt.Sprintf(format, args...)}
+	}
 	commit := func() {
 		if cur != nil {
 			s.files[cur.path] = cur.data
 			delete(s.deleted, cur.path)
 		}
 	}
-	if s.truncated {
-		return nil, &wireError{"LimitExceeded", "the workspace transfer was already cut off"}
+	entries := func() int {
+		n := len(s.files) + len(s.deleted)
+		if cur != nil {
+			if _, ok := s.files[cur.path]; !ok {
+				n++
+			}
+		}
+		return n
 	}
 	switch req.Op {
 	case "done":
@@ -241,8 +350,20 @@ func (s *runServer) fileOp(cur *fileState, req request) (*fileState, *wireError)
 		if err != nil {
 			return cur, &wireError{"ProtocolError", err.Error()}
 		}
+		if old, ok := s.files[p]; ok { // sent, then deleted: its bytes no longer count
+			s.outBytes -= int64(len(old)) + int64(len(p))
+			delete(s.files, p)
+		}
+		if _, ok := s.in[p]; !ok || s.deleted[p] {
+			return cur, nil // not an input file (or already recorded): nothing to report, nothing kept
+		}
+		if entries() >= s.maxN {
+			return cutOff("more than %d changed files", s.maxN)
+		}
+		if s.outBytes += int64(len(p)); s.outBytes > s.maxOut {
+			return cutOff("changed files exceed %d bytes", s.maxOut)
+		}
 		s.deleted[p] = true
-		delete(s.files, p)
 		return cur, nil
 	}
 	p, err := cleanPath(req.Path)
@@ -252,19 +373,28 @@ func (s *runServer) fileOp(cur *fileState, req request) (*fileState, *wireError)
 	if req.Append && (cur == nil || cur.path != p) {
 		return cur, &wireError{"ProtocolError", "append to a file that was not started"}
 	}
-	s.outBytes += int64(len(req.Data))
-	if s.outBytes > s.maxOut {
-		s.truncated = true
-		return nil, &wireError{"LimitExceeded", fmt.Sprintf("changed files exceed %d bytes", s.maxOut)}
-	}
 	if req.Append {
+		if s.outBytes += int64(len(req.Data)); s.outBytes > s.maxOut {
+			return cutOff("changed files exceed %d bytes", s.maxOut)
+		}
 		cur.data = append(cur.data, req.Data...)
 		return cur, nil
 	}
 	commit()
+	cur = nil
 	if old, ok := s.files[p]; ok { // sent twice: the last one counts
-		s.outBytes -= int64(len(old))
+		s.outBytes -= int64(len(old)) + int64(len(p))
 		delete(s.files, p)
+	}
+	if s.deleted[p] { // deleted, then created again: one entry
+		s.outBytes -= int64(len(p))
+		delete(s.deleted, p)
+	}
+	if entries() >= s.maxN {
+		return cutOff("more than %d changed files", s.maxN)
+	}
+	if s.outBytes += int64(len(p)) + int64(len(req.Data)); s.outBytes > s.maxOut {
+		return cutOff("changed files exceed %d bytes", s.maxOut)
 	}
 	return &fileState{path: p, data: append([]byte(nil), req.Data...)}, nil
 }

@@ -18,13 +18,19 @@ import (
 // validation, policies.
 
 func startServer(t *testing.T, tools ToolHandler, maxOut int64) (*runServer, string) {
+	return startServerIn(t, tools, nil, serverLimits{outBytes: maxOut})
+}
+
+// startServerIn starts a server for a run with input files in.
+func startServerIn(t *testing.T, tools ToolHandler, in map[string][]byte, lim serverLimits) (*runServer, string) {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "tools.sock")
 	ln, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := serveRun(t.Context(), ln, tools, maxOut)
+	s := newRunServer(t.Context(), tools, in, lim)
+	s.serve(ln)
 	t.Cleanup(s.close)
 	return s, sock
 }
@@ -116,7 +122,8 @@ func TestSocketLineTooLong(t *testing.T) {
 }
 
 func TestSocketWorkspaceTransfer(t *testing.T) {
-	s, sock := startServer(t, nil, 10)
+	in := map[string][]byte{"same.txt": []byte("same"), "old.txt": []byte("x")}
+	s, sock := startServerIn(t, nil, in, serverLimits{outBytes: 32}) // 24 bytes of data and paths below
 	got := exchange(t, sock,
 		`{"v":1,"id":1,"op":"file","path":"a/b.txt","data":"aGVs"}`, // "hel"
 		`{"v":1,"id":2,"op":"file","path":"a/b.txt","append":true,"data":"bG8="}`,
@@ -134,14 +141,14 @@ func TestSocketWorkspaceTransfer(t *testing.T) {
 			t.Errorf("response %d: %s", i+1, r)
 		}
 	}
-	files, changes, complete := s.changes(map[string][]byte{"same.txt": []byte("same"), "old.txt": []byte("x")})
+	files, changes, complete := s.changes(in)
 	if !complete || len(files) != 1 || string(files["a/b.txt"]) != "hello" {
 		t.Fatalf("files %q complete %v", files, complete)
 	}
 	if want := "[{a/b.txt created 5} {old.txt deleted 0}]"; fmtChanges(changes) != want {
 		t.Errorf("changes %s, want %s", fmtChanges(changes), want)
 	}
-	// Over the limit (10 bytes): the transfer is cut off and reported incomplete.
+	// Over the limit (32 bytes): the transfer is cut off and reported incomplete.
 	got = exchange(t, sock, `{"v":1,"id":1,"op":"file","path":"big","data":"MDEyMzQ1Njc4OQ=="}`)
 	if !strings.Contains(got[0], "LimitExceeded") {
 		t.Fatalf("got %s", got[0])

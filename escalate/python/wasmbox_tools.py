@@ -60,20 +60,32 @@ def _connect():
 
 
 def _request(line):
-    """Sends one request line and returns the decoded response object (the caller holds _lock)."""
+    """Sends one request line and returns the decoded response object (the caller holds _lock).
+
+    The host closes a connection that stayed idle too long without reading anything from it; a reused
+    connection that ends before any byte of an answer is therefore opened again and the request sent once more
+    (the host never read it)."""
     global _conn
+    reused = _conn is not None
     s, r = _connect()
     try:
         s.sendall(line.encode() + b"\n")
-        line = r.readline(_MAX_RESPONSE + 1)
+        resp = r.readline(_MAX_RESPONSE + 1)
     except OSError as e:
         _conn = None
+        s.close()
+        if reused:
+            return _request(line)
         raise ProtocolError("tool socket: %s" % e) from None
-    if not line.endswith(b"\n"):
+    if not resp and reused:
+        _conn = None
+        s.close()
+        return _request(line)
+    if not resp.endswith(b"\n"):
         _conn = None
         raise ProtocolError("tool socket closed or response too large")
     try:
-        return json.loads(line)
+        return json.loads(resp)
     except ValueError:
         _conn = None
         raise ProtocolError("unreadable response from the host") from None
