@@ -10,38 +10,111 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 
+	"github.com/wasmbox/wasmbox/assets"
+	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 )
 
 // Snapshots are saved under <CacheDir>/snapshots so that a new process starts without initialising an
-// interpreter: <key>.img is the raw memory, <key>.sp the stack pointer; the key covers everything that shapes the
-// initialised memory (the interpreter, the engine, the prepare source with the tools module and preloads, the
-// randomness of a deterministic sandbox, the installed packages). The files are trusted like the compilation
-// cache next to them, which holds native code: keep CacheDir private to the user.
-const snapshotFormat = "wasmbox-snapshot-v1"
+// interpreter: <key>.img is the raw memory, <key>.sp the stack pointer. The key covers everything that shapes the
+// initialised memory: the interpreter's code (the bytes that run, not only the SHA-256 it declares), its stdlib
+// and time-zone data, the engine, the host's ABI version, the prepare source (run driver, tools module,
+// preloads), the randomness and clock of a deterministic sandbox, and the installed packages (every path, mode
+// and content). A key that cannot be computed means no saved snapshot is read or written. The files are trusted
+// like the compilation cache next to them, which holds native code: keep CacheDir private to the user.
+const snapshotFormat = "wasmbox-snapshot-v2"
 
+// snapshotKey returns the saved-snapshot key of a sandbox whose prepare source is prep, or "" if it cannot be
+// computed (then the cache is not used).
 func (s *Sandbox) snapshotKey(prep string) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%d\x00", snapshotFormat, s.it.sha256, s.it.engine, len(prep))
-	h.Write([]byte(prep))
-	if s.cfg.Deterministic {
-		fmt.Fprintf(h, "\x00deterministic %d %d", s.cfg.Seed, s.cfg.Time.UnixNano())
+	arts, err := s.artifactsID()
+	if err != nil {
+		s.cfg.Logger.Debug("snapshot cache not used", "error", err)
+		return ""
 	}
-	_ = s.packages.Walk(func(fi vfs.FileInfo) error {
-		fmt.Fprintf(h, "\x00%s %o %d ", fi.Path, fi.Mode, fi.Size)
-		if !fi.IsDir() {
-			b, err := s.packages.ReadFile(fi.Path)
-			if err != nil {
-				return err
-			}
-			sum := sha256.Sum256(b)
-			h.Write(sum[:])
+	h := sha256.New()
+	field := func(b []byte) { fmt.Fprintf(h, "%d:", len(b)); h.Write(b) } // length-prefixed: unambiguous
+	field([]byte(snapshotFormat))
+	field([]byte(s.it.sha256))
+	field([]byte(arts))
+	field([]byte(s.it.engine))
+	field([]byte(strconv.Itoa(int(hostfuncs.ABIVersion))))
+	field([]byte(prep))
+	if s.cfg.Deterministic {
+		field(fmt.Appendf(nil, "deterministic %d %d", s.cfg.Seed, s.cfg.Time.UnixNano()))
+	} else {
+		field(nil)
+	}
+	err = s.packages.Walk(func(fi vfs.FileInfo) error {
+		field([]byte(fi.Path))
+		field(fmt.Appendf(nil, "%o %d", fi.Mode, fi.Size))
+		if fi.IsDir() {
+			field(nil)
+			return nil
 		}
+		b, err := s.packages.ReadFile(fi.Path)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(b)
+		field(sum[:])
 		return nil
 	})
+	if err != nil {
+		s.cfg.Logger.Debug("snapshot cache not used", "error", err)
+		return ""
+	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// wasmIDs memoises the SHA-256 of each compiled interpreter's code (an interp lives as long as the process).
+var wasmIDs sync.Map // *interp → string
+
+// defaultDataID memoises the stdlib and tzdata hash of the embedded interpreter.
+var defaultDataID struct {
+	once sync.Once
+	id   string
+	err  error
+}
+
+// artifactsID identifies what the interpreter runs and reads while it initialises: the code of s.it, and the
+// stdlib and time-zone zips of the configured interpreter (the embedded one by default).
+func (s *Sandbox) artifactsID() (string, error) {
+	wasm, ok := wasmIDs.Load(s.it)
+	if !ok {
+		sum := sha256.Sum256(s.it.wasm)
+		wasm, _ = wasmIDs.LoadOrStore(s.it, hex.EncodeToString(sum[:]))
+	}
+	dataID := func(a *assets.Interpreter) string {
+		h := sha256.New()
+		fmt.Fprintf(h, "%d:", len(a.Stdlib))
+		h.Write(a.Stdlib)
+		fmt.Fprintf(h, "%d:", len(a.TZData))
+		h.Write(a.TZData)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	var data string
+	if a := s.cfg.Interpreter; a != nil {
+		data = dataID(a)
+	} else {
+		d := &defaultDataID
+		d.once.Do(func() {
+			a, err := assets.Load()
+			if err != nil {
+				d.err = fmt.Errorf("%w: %w", ErrInterpreter, err)
+				return
+			}
+			d.id = dataID(a)
+		})
+		if d.err != nil {
+			return "", d.err
+		}
+		data = d.id
+	}
+	return wasm.(string) + " " + data, nil
 }
 
 func (s *Sandbox) snapshotDir() string {
@@ -54,7 +127,7 @@ func (s *Sandbox) snapshotDir() string {
 // loadSnapshot returns the saved snapshot for key, or an error if there is none usable.
 func (s *Sandbox) loadSnapshot(ctx context.Context, key string) (*snapshot, error) {
 	dir := s.snapshotDir()
-	if dir == "" {
+	if dir == "" || key == "" {
 		return nil, os.ErrNotExist
 	}
 	spText, err := os.ReadFile(filepath.Join(dir, key+".sp"))
@@ -85,7 +158,7 @@ func (s *Sandbox) loadSnapshot(ctx context.Context, key string) (*snapshot, erro
 // an initialisation.
 func (s *Sandbox) saveSnapshot(key string, mem []byte, sp uint64) {
 	dir := s.snapshotDir()
-	if dir == "" {
+	if dir == "" || key == "" {
 		return
 	}
 	write := func(name string, data []byte) error {

@@ -1,11 +1,15 @@
 package wasmbox_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/wasmbox/wasmbox/wasmbox"
+	"github.com/wasmbox/wasmbox/wheels"
+	"github.com/wasmbox/wasmbox/wheels/wheeltest"
 )
 
 // A snapshot saved by one Sandbox is what the next one (as a new process would) starts from; a damaged saved
@@ -39,5 +43,50 @@ func TestSavedSnapshot(t *testing.T) {
 	third := newSandbox(t, cfg)
 	if res := run(t, third, "import sys\nprint('csv' in sys.modules)"); res.Stdout != "True\n" {
 		t.Fatalf("after damage: %q", res.Stdout)
+	}
+}
+
+// Two Sandboxes that share a CacheDir but install different packages each run their own: the saved snapshot's key
+// covers the package layer's content (a preloaded module lives in the snapshot's memory), down to a file that
+// differs only in its bytes.
+func TestSavedSnapshotKeyCoversPackages(t *testing.T) {
+	greet := func(version, says string) *wheels.Wheelhouse {
+		t.Helper()
+		dir := t.TempDir()
+		w := wheeltest.Wheel{Name: "greet", Version: version, Files: map[string]string{"greet.py": "SAYS = " + strconv.Quote(says) + "\n"}}
+		if _, err := w.Write(dir); err != nil {
+			t.Fatal(err)
+		}
+		wh, err := wheels.Open(dir, wheels.Options{Allow: []string{"greet"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return wh
+	}
+	cases := []struct {
+		name string
+		a, b *wheels.Wheelhouse
+		says [2]string // what a's and b's Sandboxes print
+	}{
+		{"versions", greet("1.0", "one"), greet("2.0", "two"), [2]string{"one 1.0", "two 2.0"}},
+		// Same project, version, paths and sizes: only the module's bytes differ.
+		{"content", greet("1.0", "aaa"), greet("1.0", "bbb"), [2]string{"aaa 1.0", "bbb 1.0"}},
+	}
+	dir := t.TempDir() // one CacheDir for all: the interpreter is compiled once
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			for i, wh := range []*wheels.Wheelhouse{c.a, c.b, c.a} {
+				sb := newSandbox(t, wasmbox.Config{CacheDir: dir, Wheelhouse: wh, Packages: []string{"greet"}, Preload: []string{"greet"}})
+				res := run(t, sb, "import greet, importlib.metadata as m\nprint(greet.SAYS, m.version('greet'))")
+				if w := c.says[i%2]; res.Stdout != w+"\n" {
+					t.Errorf("sandbox %d: stdout %q, want %q", i+1, res.Stdout, w)
+				}
+				sb.Close(context.Background())
+			}
+		})
+	}
+	// One snapshot per package layer: the third Sandbox of each case started from the first's.
+	if imgs, _ := filepath.Glob(filepath.Join(dir, "snapshots", "*.img")); len(imgs) != 4 {
+		t.Errorf("saved snapshots: %d, want 4", len(imgs))
 	}
 }

@@ -49,15 +49,18 @@
 // valid zip with exactly one .dist-info holding METADATA, WHEEL (Wheel-Version 1.x) and RECORD; the .dist-info,
 // METADATA and the file name agreeing on name and version; every file listed in RECORD with a sha256 (or sha384,
 // sha512) hash and size that match, and every RECORD entry present; no absolute path, "..", backslash, drive
-// letter or empty component; no symbolic link or other non-regular file; at most 256 MiB of wheel, 512 MiB
-// unpacked and 100,000 entries. Files under {name}.data/purelib and .data/platlib install into the root;
+// letter or empty component; no symbolic link or other non-regular file; at most 256 MiB of wheel, 100,000
+// entries, and Options.MaxUnpackedSize (512 MiB by default) unpacked, checked against the sizes the archive
+// declares before anything is decompressed, each entry then read no further than its declared size; METADATA,
+// WHEEL and entry_points.txt of at most 1 MiB each (MaxMetadataFileSize) and a RECORD of at most 16 MiB
+// (MaxRecordFileSize), checked before they are decompressed. Files under {name}.data/purelib and .data/platlib install into the root;
 // .data/scripts, headers and data are skipped and reported in Installed.Skipped (there is no bin directory or
 // prefix in the sandbox); any other .data scheme is an ErrBadWheel.
 //
 // # Caching and concurrency
 //
 // A wheel is read, hashed and unpacked at most once per process: the unpacked files are cached by the wheel's
-// SHA-256 (errors too: the same bytes always fail the same way), so any number of Wheelhouses, Plans and layers
+// SHA-256 and the unpacked-size limit (errors too: the same bytes always fail the same way), so any number of Wheelhouses, Plans and layers
 // share them, and Install never rereads a zip. Wheelhouse, Plan and MemLayer are safe for concurrent use. The
 // cache is never evicted: it holds every distinct wheel this process has used.
 //

@@ -80,7 +80,7 @@ func FuzzUnpack(f *testing.F) {
 	f.Add(testWheel{Name: "seed", Version: "1.0", Files: map[string]string{"seed-1.0.data/purelib/a.py": "", "seed-1.0.data/scripts/s": ""}}.bytes())
 	f.Add(testWheel{Name: "seed", Version: "1.0", Files: map[string]string{"../x": ""}}.bytes())
 	f.Fuzz(func(t *testing.T, data []byte) {
-		u, err := unpack(data)
+		u, err := unpack(data, DefaultMaxUnpackedSize)
 		if err != nil {
 			return
 		}

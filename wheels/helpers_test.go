@@ -25,6 +25,9 @@ type testWheel struct {
 	RequiresPython string            // Requires-Python
 	Extras         []string          // Provides-Extra
 	Files          map[string]string // path → content; {<module>/__init__.py} if nil
+	Description    string            // METADATA's body, after the headers ("A test package." if empty)
+	Headers        string            // extra METADATA header lines, before the body
+	RecordPad      string            // appended to RECORD
 
 	// Ways to make it bad.
 	FileName       string            // file name override
@@ -90,7 +93,11 @@ func (tw testWheel) bytes() []byte {
 	for _, r := range tw.Requires {
 		fmt.Fprintf(&meta, "Requires-Dist: %s\n", r)
 	}
-	meta.WriteString("\nA test package.\n")
+	meta.WriteString(tw.Headers)
+	if tw.Description == "" {
+		tw.Description = "A test package.\n"
+	}
+	meta.WriteString("\n" + tw.Description)
 	all := map[string]string{}
 	for p, c := range files {
 		all[p] = c
@@ -124,7 +131,7 @@ func (tw testWheel) bytes() []byte {
 			record.WriteString(recordLine(p, []byte(all[p])) + "\n")
 		}
 	}
-	record.WriteString(di + "/RECORD,,\n")
+	record.WriteString(di + "/RECORD,,\n" + tw.RecordPad)
 	w, _ := zw.Create(di + "/RECORD")
 	w.Write([]byte(record.String()))
 	for _, r := range tw.Raw {

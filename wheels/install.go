@@ -209,7 +209,7 @@ func installedIn(v layerView) (map[string]string, error) {
 		}
 		name, ver, _ := strings.Cut(stem, "-")
 		if b, ok, err := v.readFile(d + "/METADATA"); err == nil && ok {
-			h := parseHeaders(b)
+			h := parseHeaders(b[:min(len(b), MaxMetadataFileSize)]) // the headers come first
 			if n := h.get("name"); n != "" {
 				name = n
 			}

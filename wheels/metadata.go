@@ -12,9 +12,19 @@ type headers map[string][]string
 // parseHeaders reads the header block of data as Python's email parser does: "Key: value" lines, continuation
 // lines starting with white space; it stops at the first blank line, or at the first line that is not a header
 // (the rest is the message body, such as a long description).
+//
+// A value with continuation lines is joined once, at the end: the cost is linear in the size of data.
 func parseHeaders(data []byte) headers {
 	h := headers{}
 	var last string
+	var parts []string // the current value's lines, trimmed
+	flush := func() {
+		if last != "" {
+			vs := h[last]
+			vs[len(vs)-1] = strings.Join(parts, " ")
+		}
+		parts = parts[:0]
+	}
 	text := strings.ReplaceAll(string(data), "\r\n", "\n")
 	for line := range strings.SplitSeq(text, "\n") {
 		line = strings.TrimSuffix(line, "\r")
@@ -25,17 +35,23 @@ func parseHeaders(data []byte) headers {
 			if last == "" {
 				break
 			}
-			vs := h[last]
-			vs[len(vs)-1] = strings.TrimSpace(vs[len(vs)-1] + " " + strings.TrimSpace(line))
+			if t := strings.TrimSpace(line); t != "" {
+				parts = append(parts, t)
+			}
 			continue
 		}
 		k, v, ok := strings.Cut(line, ":")
 		if !ok || k == "" || strings.ContainsAny(k, " \t") {
 			break
 		}
+		flush()
 		last = strings.ToLower(k)
-		h[last] = append(h[last], strings.TrimSpace(v))
+		h[last] = append(h[last], "")
+		if t := strings.TrimSpace(v); t != "" {
+			parts = append(parts, t)
+		}
 	}
+	flush()
 	return h
 }
 

@@ -21,13 +21,36 @@ import (
 	"sync/atomic"
 )
 
-// Limits on one wheel, against zip bombs and hostile archives. They are constants (not options) so that the
-// process-wide cache, keyed by content, gives the same answer to every Wheelhouse.
+// Limits on one wheel, against zip bombs and hostile archives.
 const (
-	maxWheelSize    = 256 << 20 // bytes of the .whl file
-	maxUnpackedSize = 512 << 20 // bytes of all its files, decompressed
-	maxEntries      = 100_000   // zip entries
+	maxWheelSize = 256 << 20 // bytes of the .whl file
+	maxEntries   = 100_000   // zip entries
+	// DefaultMaxUnpackedSize is the default of Options.MaxUnpackedSize: the bytes of all of a wheel's files,
+	// decompressed.
+	DefaultMaxUnpackedSize = 512 << 20
+	// MaxMetadataFileSize bounds each .dist-info file that is read whole and parsed: METADATA, WHEEL and
+	// entry_points.txt. A larger one makes the wheel an ErrBadWheel (real METADATA, long description included,
+	// is rarely above 100 KiB).
+	MaxMetadataFileSize = 1 << 20
+	// MaxRecordFileSize bounds the .dist-info/RECORD file, which lists every file of the wheel with its hash
+	// (about 100 bytes a line: 16 MiB is some 160,000 files, more than a wheel may hold).
+	MaxRecordFileSize = 16 << 20
 )
+
+// parsedFileLimit returns the size limit of an archive path that is parsed into memory, or 0 if it is not one.
+func parsedFileLimit(name string) uint64 {
+	top, rest, ok := strings.Cut(name, "/")
+	if !ok || !strings.HasSuffix(top, ".dist-info") {
+		return 0
+	}
+	switch rest {
+	case "METADATA", "WHEEL", "entry_points.txt":
+		return MaxMetadataFileSize
+	case "RECORD":
+		return MaxRecordFileSize
+	}
+	return 0
+}
 
 // installerName is written to the installed .dist-info/INSTALLER (PEP 376).
 const installerName = "wasmbox"
@@ -57,17 +80,25 @@ type cacheEntry struct {
 }
 
 var (
-	unpackCache sync.Map     // [sha256.Size]byte → *cacheEntry
+	unpackCache sync.Map     // cacheKey → *cacheEntry
 	unpackCount atomic.Int64 // unpack runs, for tests
 )
 
-// unpackCached unpacks and verifies data (whose SHA-256 is sum) once per process.
-func unpackCached(sum [sha256.Size]byte, data []byte) (*unpacked, error) {
-	e, _ := unpackCache.LoadOrStore(sum, &cacheEntry{})
+// cacheKey is a wheel's content and the limit it was unpacked under (the same bytes may fit one Wheelhouse's
+// limit and not another's).
+type cacheKey struct {
+	sum      [sha256.Size]byte
+	unpacked int64
+}
+
+// unpackCached unpacks and verifies data (whose SHA-256 is sum) once per process and limit; maxUnpacked is the
+// bound on its decompressed bytes (> 0).
+func unpackCached(sum [sha256.Size]byte, data []byte, maxUnpacked int64) (*unpacked, error) {
+	e, _ := unpackCache.LoadOrStore(cacheKey{sum, maxUnpacked}, &cacheEntry{})
 	ce := e.(*cacheEntry)
 	ce.once.Do(func() {
 		unpackCount.Add(1)
-		ce.u, ce.err = unpack(data)
+		ce.u, ce.err = unpack(data, maxUnpacked)
 		if ce.u != nil {
 			ce.u.sha256 = fmt.Sprintf("%x", sum)
 		}
@@ -131,7 +162,11 @@ func isRecordFile(p, distInfo string) bool {
 
 // unpack reads and verifies a wheel: every file must be listed in RECORD with a matching hash (and size), the
 // paths must stay inside the root, and there must be exactly one .dist-info with METADATA, WHEEL and RECORD.
-func unpack(data []byte) (*unpacked, error) {
+//
+// Its files decompress to at most maxUnpacked bytes (> 0). The check comes before any decompression: the sizes
+// the archive declares are summed first, and each entry is then read only up to its declared size (a stream
+// that goes on past it is refused), so a zip bomb costs nothing but its central directory.
+func unpack(data []byte, maxUnpacked int64) (*unpacked, error) {
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, fmt.Errorf("not a valid zip archive: %w", err)
@@ -139,10 +174,18 @@ func unpack(data []byte) (*unpacked, error) {
 	if len(zr.File) > maxEntries {
 		return nil, fmt.Errorf("too many entries (%d > %d)", len(zr.File), maxEntries)
 	}
+	limit := uint64(max(maxUnpacked, 0))
+	var declared uint64
+	for _, f := range zr.File {
+		if f.UncompressedSize64 > limit-declared {
+			return nil, fmt.Errorf("unpacks to more than %d bytes (by the sizes the archive declares)", limit)
+		}
+		declared += f.UncompressedSize64
+	}
 	content := map[string][]byte{}
 	var names []string
 	distInfos := map[string]bool{}
-	budget := int64(maxUnpackedSize)
+	budget := limit // what is left to read: the sum of the declared sizes is within it
 	for _, f := range zr.File {
 		name := f.Name
 		mode := f.Mode()
@@ -164,19 +207,14 @@ func unpack(data []byte) (*unpacked, error) {
 		if _, dup := content[name]; dup {
 			return nil, fmt.Errorf("%q appears twice in the archive", name)
 		}
-		rc, err := f.Open()
+		if lim := parsedFileLimit(name); lim > 0 && f.UncompressedSize64 > lim {
+			return nil, fmt.Errorf("%s is %d bytes; the limit for this file is %d", name, f.UncompressedSize64, lim)
+		}
+		b, err := readEntry(f, budget)
 		if err != nil {
 			return nil, fmt.Errorf("%q: %w", name, err)
 		}
-		b, err := io.ReadAll(io.LimitReader(rc, budget+1))
-		rc.Close()
-		if err != nil {
-			return nil, fmt.Errorf("%q: %w", name, err)
-		}
-		budget -= int64(len(b))
-		if budget < 0 {
-			return nil, fmt.Errorf("unpacks to more than %d bytes", maxUnpackedSize)
-		}
+		budget -= uint64(len(b))
 		content[name] = b
 		names = append(names, name)
 		if top, _, ok := strings.Cut(name, "/"); ok && strings.HasSuffix(top, ".dist-info") {
@@ -297,6 +335,38 @@ func unpack(data []byte) (*unpacked, error) {
 	}
 	slices.Sort(u.dirs) // a parent sorts before its children
 	return u, nil
+}
+
+// readEntry decompresses one entry: exactly its declared size, which must be within budget, and not a byte more
+// (the data must end there, and pass the archive's CRC-32). Memory grows with the bytes that actually arrive, not
+// with what the header claims.
+func readEntry(f *zip.File, budget uint64) ([]byte, error) {
+	n := f.UncompressedSize64
+	if n > budget {
+		return nil, fmt.Errorf("%d bytes exceed what is left of the unpacked size limit (%d)", n, budget)
+	}
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(min(n, 1<<20)))
+	got, err := io.Copy(&buf, io.LimitReader(rc, int64(n)))
+	if err != nil {
+		return nil, err
+	}
+	if uint64(got) != n {
+		return nil, fmt.Errorf("ends after %d of its declared %d bytes", got, n)
+	}
+	var one [1]byte
+	switch k, err := io.ReadFull(rc, one[:]); {
+	case k > 0:
+		return nil, fmt.Errorf("holds more than its declared %d bytes", n)
+	case err != io.EOF:
+		return nil, err // a CRC-32 mismatch, among others
+	}
+	return buf.Bytes(), nil
 }
 
 // checkRecord verifies RECORD against the archive: every file is listed (RECORD itself and its signatures

@@ -206,8 +206,8 @@ func TestUnpackCachedOnce(t *testing.T) {
 	data := testWheel{Name: "cached-once", Version: "1.0", Files: map[string]string{"cached_once.py": salt}}.bytes()
 	sum := sha256.Sum256(data)
 	before := unpackCount.Load()
-	u1, err1 := unpackCached(sum, data)
-	u2, err2 := unpackCached(sum, data)
+	u1, err1 := unpackCached(sum, data, DefaultMaxUnpackedSize)
+	u2, err2 := unpackCached(sum, data, DefaultMaxUnpackedSize)
 	if err1 != nil || err2 != nil || u1 != u2 {
 		t.Fatalf("%v %v %p %p", err1, err2, u1, u2)
 	}
@@ -215,8 +215,8 @@ func TestUnpackCachedOnce(t *testing.T) {
 		t.Errorf("unpacked %d times", n)
 	}
 	bad := []byte("not a zip at all")
-	_, err1 = unpackCached(sha256.Sum256(bad), bad)
-	_, err2 = unpackCached(sha256.Sum256(bad), bad)
+	_, err1 = unpackCached(sha256.Sum256(bad), bad, DefaultMaxUnpackedSize)
+	_, err2 = unpackCached(sha256.Sum256(bad), bad, DefaultMaxUnpackedSize)
 	if err1 == nil || !errors.Is(err2, err1) && err1.Error() != err2.Error() {
 		t.Errorf("errors: %v, %v", err1, err2)
 	}
@@ -233,7 +233,7 @@ func TestZipEntryTypes(t *testing.T) {
 	h.SetMode(fs.ModeNamedPipe | 0o644)
 	zw.CreateHeader(h)
 	zw.Close()
-	if _, err := unpack(buf.Bytes()); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+	if _, err := unpack(buf.Bytes(), DefaultMaxUnpackedSize); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("fifo: %v", err)
 	}
 }

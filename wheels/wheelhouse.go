@@ -27,6 +27,10 @@ type Options struct {
 	Hashes map[string]string
 	// RequireHashes refuses any wheel that has no pin (ErrHashMismatch), as pip's --require-hashes does.
 	RequireHashes bool
+	// MaxUnpackedSize bounds the bytes of one wheel's files, decompressed (a zip bomb is refused, as an
+	// ErrBadWheel, before anything is decompressed). Zero means DefaultMaxUnpackedSize (512 MiB); a negative value
+	// is an ErrInvalid. The unpacked files are held in memory, and copied into each layer installed from them.
+	MaxUnpackedSize int64
 }
 
 // SumsFile is the name of the optional hash list in a wheelhouse directory.
@@ -43,6 +47,7 @@ type Wheelhouse struct {
 	allow         map[string]bool
 	pins          map[string][]pin // file name → pins
 	requireHashes bool
+	maxUnpacked   int64
 	projects      map[string][]*dist // normalised name → files, any order
 }
 
@@ -80,7 +85,14 @@ func Open(dir string, opts Options) (*Wheelhouse, error) {
 		allow:         map[string]bool{},
 		pins:          map[string][]pin{},
 		requireHashes: opts.RequireHashes,
+		maxUnpacked:   opts.MaxUnpackedSize,
 		projects:      map[string][]*dist{},
+	}
+	switch {
+	case wh.maxUnpacked == 0:
+		wh.maxUnpacked = DefaultMaxUnpackedSize
+	case wh.maxUnpacked < 0:
+		return nil, newErr(ErrInvalid, "", fmt.Sprintf("Options.MaxUnpackedSize %d is negative", opts.MaxUnpackedSize))
 	}
 	for _, a := range opts.Allow {
 		a = strings.TrimSpace(a)
@@ -224,7 +236,7 @@ func (wh *Wheelhouse) load(d *dist) (*unpacked, error) {
 			return nil, d.err
 		}
 	}
-	u, err := unpackCached(sum, data)
+	u, err := unpackCached(sum, data, wh.maxUnpacked)
 	if err != nil {
 		d.err = &Error{Kind: ErrBadWheel, Project: d.project, Files: []string{d.file}, Msg: d.file, Err: err}
 		return nil, d.err
