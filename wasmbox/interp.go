@@ -4,6 +4,8 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io/fs"
 	"os"
@@ -48,7 +50,13 @@ type interp struct {
 	snapMods map[uint64]engine.Module
 }
 
-type interpKey struct{ sha, cacheDir, engine string }
+// interpKey identifies a compiled interpreter. content is the SHA-256 of the interpreter's wasm, stdlib and
+// tzdata as given, so two Interpreters that differ in any of them (or that declare a hash that is not their
+// code's) never share a compiled module or a file system.
+type interpKey struct {
+	content          [sha256.Size]byte
+	cacheDir, engine string
+}
 
 var (
 	interpMu    sync.Mutex
@@ -63,7 +71,8 @@ type interpEntry struct {
 
 // loadInterp compiles the embedded interpreter once per process (per compile-cache directory).
 func loadInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir string) (*interp, error) {
-	if a == nil {
+	embedded := a == nil
+	if embedded {
 		var err error
 		if a, err = assets.Load(); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
@@ -72,7 +81,12 @@ func loadInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir
 	if len(a.Wasm) == 0 || len(a.Stdlib) == 0 {
 		return nil, fmt.Errorf("%w: the interpreter has no wasm or no stdlib", ErrInterpreter)
 	}
-	key := interpKey{a.WasmSHA256, cacheDir, engineName}
+	key := interpKey{cacheDir: cacheDir, engine: engineName}
+	if embedded {
+		key.content = embeddedKey() // verified by assets.Load; hashed once per process
+	} else {
+		key.content = contentKey(a)
+	}
 	interpMu.Lock()
 	e, ok := interpCache[key]
 	if !ok {
@@ -82,6 +96,27 @@ func loadInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir
 	interpMu.Unlock()
 	e.once.Do(func() { e.it, e.err = compileInterp(context.WithoutCancel(ctx), a, engineName, cacheDir) })
 	return e.it, e.err
+}
+
+var embeddedKey = sync.OnceValue(func() [sha256.Size]byte {
+	a, err := assets.Load()
+	if err != nil {
+		return [sha256.Size]byte{}
+	}
+	return contentKey(a)
+})
+
+func contentKey(a *assets.Interpreter) [sha256.Size]byte {
+	h := sha256.New()
+	for _, b := range [][]byte{a.Wasm, a.Stdlib, a.TZData} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
+	}
+	var k [sha256.Size]byte
+	h.Sum(k[:0])
+	return k
 }
 
 func compileInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir string) (*interp, error) {
