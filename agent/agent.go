@@ -577,6 +577,20 @@ func hitToolLimit(res *wasmbox.Result) bool {
 	return false
 }
 
+// canonicalJSON rewrites a JSON value with sorted keys and numbers by value (5 and 5.0 alike), so that the
+// same call written twice compares equal; invalid JSON is kept as it is.
+func canonicalJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
+
 // fingerprint sums up what a program did that the model can see, apart from its code: its tool calls (tool,
 // arguments, outcome), its output and its error. Tracebacks are left out (they name the step's file). It is ""
 // for a program that did nothing visible, which is compared by its code only.
@@ -589,7 +603,7 @@ func fingerprint(res *wasmbox.Result, runErr error) string {
 		RunErr         string
 	}{Stdout: res.Stdout}
 	for _, c := range res.ToolCalls {
-		v.Calls = append(v.Calls, call{c.Tool, string(c.Args), c.Status, c.ErrorType, c.Error})
+		v.Calls = append(v.Calls, call{c.Tool, canonicalJSON(c.Args), c.Status, c.ErrorType, c.Error})
 	}
 	if e := res.Exception; e != nil {
 		v.Exception = e.Type + ": " + e.Message
