@@ -86,3 +86,22 @@ func TestProgressOptionsValidated(t *testing.T) {
 		}
 	}
 }
+
+// A reply whose only code is in a ```text block runs nothing: no tool call is made and the model is nudged.
+func TestTextBlockNeverRuns(t *testing.T) {
+	model := agenttest.New(t,
+		"Here is what I would run:\n```text\nids = list_orders()\nfinal_answer(len(ids))\n```",
+		py("final_answer(len(list_orders()))"),
+	)
+	a, _ := newAgent(t, model)
+	res, err := run(t, a, "Count the orders.")
+	if err != nil || res.Answer != 4.0 {
+		t.Fatalf("answer %v, err %v", res.Answer, err)
+	}
+	if st := res.Steps[0]; st.Code != "" || len(st.ToolCalls) != 0 || !errors.Is(st.Err, agent.ErrNoCode) {
+		t.Errorf("the text block ran: code %q, calls %v, err %v", st.Code, st.ToolCalls, st.Err)
+	}
+	if len(res.ToolCalls) != 1 {
+		t.Errorf("tool calls %v", res.ToolCalls)
+	}
+}
