@@ -34,6 +34,12 @@ type Agent struct {
 // (shown to the model as Python stubs with their docstrings) and cfg.Gate governs every call; a nil Gate is
 // wasmbox.DefaultGate() (read-only and mutating tools allowed, irreversible ones denied). The agent keeps that
 // one Gate for everything it runs, including the Toolkit from NewToolkit.
+//
+// The system prompt says what the sandbox really has: the packages of cfg.Packages, and the tools minus those
+// the gate refuses whatever their arguments (with the default gate, the irreversible ones), with the tools that
+// always need a person's approval named as such. The agent tells these apart only for policies it can evaluate
+// without side effects (EffectPolicy, AllowAllPolicy, DenyAllPolicy, a compiled PolicySpec) and shows every other
+// tool as is; hiding a tool only changes the prompt, never what the gate allows.
 func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Option) (*Agent, error) {
 	if model == nil {
 		return nil, fmt.Errorf("%w: model is nil", ErrInvalidOption)
@@ -42,10 +48,13 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
+	view := defaultGateView
 	if cfg.Gate == nil {
 		if cfg.Gate, err = wasmbox.DefaultGate(); err != nil {
 			return nil, err
 		}
+	} else {
+		view = viewOf(cfg.Gate)
 	}
 	reg := cfg.Tools
 	if reg == nil {
@@ -81,10 +90,16 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 	if mem == 0 {
 		mem = wasmbox.DefaultMemoryLimit
 	}
+	shown, approval, install, err := promptTools(reg, view)
+	if err != nil {
+		return nil, err
+	}
 	system := renderSystemPrompt(promptData{
-		Stubs:        strings.TrimRight(reg.Stubs(), "\n") + "\n",
-		HasTools:     len(reg.Names()) > 0,
-		Install:      o.installer != nil,
+		Stubs:        strings.TrimRight(shown.Stubs(), "\n") + "\n",
+		HasTools:     len(shown.Names()) > 0,
+		Approval:     approval,
+		Install:      o.installer != nil && install,
+		Packages:     packageNames(cfg.Packages),
 		Timeout:      humanDuration(timeout),
 		Memory:       humanBytes(mem),
 		Instructions: strings.TrimSpace(o.instructions),
