@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -32,6 +34,12 @@ type Agent struct {
 // (shown to the model as Python stubs with their docstrings) and cfg.Gate governs every call; a nil Gate is
 // wasmbox.DefaultGate() (read-only and mutating tools allowed, irreversible ones denied). The agent keeps that
 // one Gate for everything it runs, including the Toolkit from NewToolkit.
+//
+// The system prompt says what the sandbox really has: the packages of cfg.Packages, and the tools minus those
+// the gate refuses whatever their arguments (with the default gate, the irreversible ones), with the tools that
+// always need a person's approval named as such. The agent tells these apart only for policies it can evaluate
+// without side effects (EffectPolicy, AllowAllPolicy, DenyAllPolicy, a compiled PolicySpec) and shows every other
+// tool as is; hiding a tool only changes the prompt, never what the gate allows.
 func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Option) (*Agent, error) {
 	if model == nil {
 		return nil, fmt.Errorf("%w: model is nil", ErrInvalidOption)
@@ -40,10 +48,13 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 	if err != nil {
 		return nil, err
 	}
+	view := defaultGateView
 	if cfg.Gate == nil {
 		if cfg.Gate, err = wasmbox.DefaultGate(); err != nil {
 			return nil, err
 		}
+	} else {
+		view = viewOf(cfg.Gate)
 	}
 	reg := cfg.Tools
 	if reg == nil {
@@ -79,10 +90,16 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 	if mem == 0 {
 		mem = wasmbox.DefaultMemoryLimit
 	}
+	shown, approval, install, err := promptTools(reg, view)
+	if err != nil {
+		return nil, err
+	}
 	system := renderSystemPrompt(promptData{
-		Stubs:        strings.TrimRight(reg.Stubs(), "\n") + "\n",
-		HasTools:     len(reg.Names()) > 0,
-		Install:      o.installer != nil,
+		Stubs:        strings.TrimRight(shown.Stubs(), "\n") + "\n",
+		HasTools:     len(shown.Names()) > 0,
+		Approval:     approval,
+		Install:      o.installer != nil && install,
+		Packages:     packageNames(cfg.Packages),
 		Timeout:      humanDuration(timeout),
 		Memory:       humanBytes(mem),
 		Instructions: strings.TrimSpace(o.instructions),
@@ -112,6 +129,23 @@ const (
 	AnswerFromOutput AnswerSource = "output"       // fallback: what the last program that finished printed
 )
 
+// StopReason says why a Run ended.
+type StopReason string
+
+// The reasons a Run ends. Only StopAnswered, and StopMaxSteps with the fallback answer (AnswerFromOutput), come
+// without an error; for every other reason Run's error says the same thing.
+const (
+	StopAnswered   StopReason = "final_answer"      // a program called final_answer
+	StopMaxSteps   StopReason = "max_steps"         // WithMaxSteps ran out (ErrMaxSteps)
+	StopNoCode     StopReason = "no_code"           // WithMaxNoCode replies in a row had no code (ErrNoProgress)
+	StopRepeating  StopReason = "repeating"         // WithMaxRepeats programs in a row repeated (ErrNoProgress)
+	StopToolBudget StopReason = "tool_budget"       // the run's max_tool_calls was reached (ErrToolBudget)
+	StopRepairs    StopReason = "repairs_exhausted" // ErrRepairsExhausted
+	StopDeadline   StopReason = "deadline"          // ErrDeadline
+	StopModel      StopReason = "model_error"       // ErrModel
+	StopSandbox    StopReason = "sandbox_error"     // ErrSandbox
+)
+
 // Result is the outcome of a Run. Run returns it even when it also returns an error, with the steps so far.
 type Result struct {
 	// Answer is the value given to final_answer, decoded from JSON (float64 for numbers, map[string]any for
@@ -131,6 +165,11 @@ type Result struct {
 	Errors []error
 	// Repairs counts the failed programs sent back to the model for repair.
 	Repairs int
+	// Stop says why the Run ended.
+	Stop StopReason
+	// RunID is the id of the governance run that every tool call of the Run counted against: the run id of
+	// their audit records, whose sequence numbers count the calls of the whole task.
+	RunID string
 	// Workspace is the run's workspace (/workspace), with whatever the programs wrote.
 	Workspace *wasmbox.Workspace
 	// Duration is the wall time of the Run.
@@ -173,11 +212,17 @@ func (e *StepError) Unwrap() error { return e.Err }
 
 // Run answers task with a fresh workspace.
 //
+// Every tool call of the Run (every program's, install_package, and those of programs run in a container)
+// counts against one governance run (WithGovernanceRun, or a new one for the Run): budgets such as the gate's
+// MaxIrreversible and max_tool_calls hold for the whole task, and the audit records carry the Run's RunID with
+// one sequence.
+//
 // # Errors
 //
-// Run returns a non-nil *Result with every error. The error wraps ErrRepairsExhausted, ErrMaxSteps, ErrDeadline
-// (and the context's error), ErrModel or ErrSandbox. A refused tool call, a failing tool or a failing program
-// is never an error by itself: it goes back to the model as an observation.
+// Run returns a non-nil *Result with every error. The error wraps ErrRepairsExhausted, ErrMaxSteps,
+// ErrNoProgress, ErrToolBudget, ErrDeadline (and the context's error), ErrModel or ErrSandbox; Result.Stop says
+// the same. A refused tool call, a failing tool or a failing program is never an error by itself: it goes back
+// to the model as an observation.
 func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 	return a.RunIn(ctx, nil, task)
 }
@@ -185,7 +230,11 @@ func (a *Agent) Run(ctx context.Context, task string) (*Result, error) {
 // RunIn answers task in the given workspace (nil for a fresh one): files put there beforehand are visible to
 // the programs under /workspace, and what they write stays there.
 func (a *Agent) RunIn(ctx context.Context, ws *wasmbox.Workspace, task string) (*Result, error) {
-	r := &runner{a: a, o: &a.opts, res: &Result{}, nonce: newNonce(), start: time.Now()}
+	gov := a.opts.govRun
+	if gov == nil {
+		gov = a.gate.NewRun("")
+	}
+	r := &runner{a: a, o: &a.opts, res: &Result{RunID: gov.ID()}, gov: gov, nonce: newNonce(), start: time.Now()}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.timeout)
 	defer cancel()
 	if ws == nil {
@@ -201,6 +250,9 @@ func (a *Agent) RunIn(ctx context.Context, ws *wasmbox.Workspace, task string) (
 		_ = r.se.Close(ctx)
 	}
 	r.res.Duration = time.Since(r.start)
+	if r.res.Stop == "" {
+		r.res.Stop = stopReason(err)
+	}
 	if err != nil {
 		r.emit(Event{Kind: EventError, Err: err})
 	}
@@ -216,12 +268,14 @@ type runner struct {
 	start time.Time
 	ws    *wasmbox.Workspace
 	se    *wasmbox.Session
+	gov   *governance.Run // the task's run: every tool call of the Run counts against it
 	step  int
 	mu    sync.Mutex // serialises emit (stdout chunks come from the program's goroutine)
 }
 
 func (r *runner) emit(e Event) {
 	e.Time = time.Now()
+	e.RunID = r.gov.ID()
 	if e.Step == 0 {
 		e.Step = r.step
 	}
@@ -267,7 +321,7 @@ func (r *runner) startSession(ctx context.Context) error {
 		return fmt.Errorf("%w: %w", ErrSandbox, err)
 	}
 	r.se = se
-	res, err := se.Exec(ctx, renderSetup(r.nonce, r.a.tools.Names()))
+	res, err := se.ExecProgram(ctx, wasmbox.Program{Code: renderSetup(r.nonce, r.a.tools.Names()), Governance: r.gov})
 	if err == nil && res.Exception != nil {
 		err = res.Exception
 	}
@@ -288,7 +342,8 @@ func (r *runner) cleanup(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	_, _ = r.se.Exec(ctx, "import shutil as _shutil\n_shutil.rmtree('/workspace/"+privateDir+"', ignore_errors=True)\ndel _shutil\n")
+	_, _ = r.se.ExecProgram(ctx, wasmbox.Program{Governance: r.gov,
+		Code: "import shutil as _shutil\n_shutil.rmtree('/workspace/" + privateDir + "', ignore_errors=True)\ndel _shutil\n"})
 }
 
 func (r *runner) run(ctx context.Context, task string) error {
@@ -303,6 +358,21 @@ func (r *runner) run(ctx context.Context, task string) error {
 	lastFailure := ""   // the previous failure's type and message, to spot repeats
 	lastOutput := ""    // stdout of the last program that finished without an exception
 	haveOutput := false // whether lastOutput is set
+	noCode := 0         // consecutive replies without code
+	repeats := 0        // consecutive programs that repeated an earlier one
+	seen := map[string]bool{}
+	lastChance := false // the run's max_tool_calls was reached: this step must answer
+	// giveUp ends the Run for a reason that means the model ran out of chances: with err, or, when the steps
+	// ran out, with the fallback answer if there is one.
+	giveUp := func(why StopReason, err error) error {
+		r.res.Stop = why
+		if out := strings.TrimSpace(lastOutput); why == StopMaxSteps && haveOutput && out != "" {
+			r.res.Answer, r.res.AnswerFrom = out, AnswerFromOutput
+			r.emit(Event{Kind: EventAnswer, Answer: out, Text: string(AnswerFromOutput)})
+			return nil
+		}
+		return err
+	}
 	for r.step = 1; r.step <= r.o.maxSteps; r.step++ {
 		if ctx.Err() != nil {
 			return r.deadline(ctx)
@@ -325,7 +395,17 @@ func (r *runner) run(ctx context.Context, task string) error {
 
 		code, ok := ExtractCode(reply)
 		if !ok {
+			noCode++
 			st.Err = ErrNoCode
+			if noCode >= r.o.maxNoCode || lastChance {
+				st.Duration = time.Since(stepStart)
+				r.res.Errors = append(r.res.Errors, &StepError{Step: r.step, Err: ErrNoCode})
+				r.res.Steps = append(r.res.Steps, st)
+				if lastChance {
+					return giveUp(StopToolBudget, fmt.Errorf("%w: %w", ErrToolBudget, wasmbox.ErrToolLimit))
+				}
+				return giveUp(StopNoCode, fmt.Errorf("%w: %d replies in a row had no Python code: %w", ErrNoProgress, noCode, ErrNoCode))
+			}
 			st.Observation = "Your reply contained no Python code, so nothing ran. Reply with one Python program in a ```python block. " +
 				"To give the answer, call final_answer(value) in the program."
 			st.Duration = time.Since(stepStart)
@@ -335,6 +415,7 @@ func (r *runner) run(ctx context.Context, task string) error {
 			msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, st.Observation))
 			continue
 		}
+		noCode = 0
 		st.Code = code
 		r.emit(Event{Kind: EventCode, Code: code})
 
@@ -384,6 +465,33 @@ func (r *runner) run(ctx context.Context, task string) error {
 			r.res.Steps = append(r.res.Steps, st)
 			return fmt.Errorf("%w: %w", ErrSandbox, runErr)
 		}
+		if lastChance {
+			// The model was told that no tool call would run any more and that it must answer now.
+			err := fmt.Errorf("%w: %w", ErrToolBudget, wasmbox.ErrToolLimit)
+			r.res.Errors = append(r.res.Errors, &StepError{Step: r.step, Err: err})
+			st.Duration = time.Since(stepStart)
+			r.res.Steps = append(r.res.Steps, st)
+			return giveUp(StopToolBudget, err)
+		}
+		// A program that only repeats what an earlier one did is no progress.
+		fp, fpCode := fingerprint(res, runErr), "code:"+code
+		if seen[fpCode] || (fp != "" && seen[fp]) {
+			repeats++
+		} else {
+			repeats = 0
+		}
+		seen[fpCode] = true
+		if fp != "" {
+			seen[fp] = true
+		}
+		if repeats >= r.o.maxRepeats {
+			err := fmt.Errorf("%w: %d programs in a row repeated an earlier program (the same code, or the same tool calls, output and error)", ErrNoProgress, repeats)
+			r.res.Errors = append(r.res.Errors, &StepError{Step: r.step, Err: err})
+			st.Duration = time.Since(stepStart)
+			r.res.Steps = append(r.res.Steps, st)
+			return giveUp(StopRepeating, err)
+		}
+		hitLimit := hitToolLimit(res)
 
 		body := report(res, runErr, r.o.maxObs)
 		var obs strings.Builder
@@ -437,6 +545,11 @@ func (r *runner) run(ctx context.Context, task string) error {
 		if restarted {
 			obs.WriteString("\nThe interpreter was restarted: variables, functions and imports from earlier programs are gone; files in /workspace are kept.")
 		}
+		if hitLimit {
+			lastChance = true
+			obs.WriteString("\nThis task has used up its tool calls: no further tool call will run. Reply with one last program that " +
+				"calls final_answer with what you have (or explains what could not be done); it must not call tools.")
+		}
 		st.Observation = obs.String()
 		st.Duration = time.Since(stepStart)
 		r.res.Steps = append(r.res.Steps, st)
@@ -448,12 +561,80 @@ func (r *runner) run(ctx context.Context, task string) error {
 		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeHuman, st.Observation))
 	}
 	r.step = r.o.maxSteps
-	if out := strings.TrimSpace(lastOutput); haveOutput && out != "" {
-		r.res.Answer, r.res.AnswerFrom = out, AnswerFromOutput
-		r.emit(Event{Kind: EventAnswer, Answer: out, Text: string(AnswerFromOutput)})
-		return nil
+	return giveUp(StopMaxSteps, fmt.Errorf("%w (%d)", ErrMaxSteps, r.o.maxSteps))
+}
+
+// stopReason maps Run's error to the reason the Run ended (for the errors that set no reason of their own).
+func stopReason(err error) StopReason {
+	switch {
+	case err == nil:
+		return StopAnswered
+	case errors.Is(err, ErrDeadline):
+		return StopDeadline
+	case errors.Is(err, ErrRepairsExhausted):
+		return StopRepairs
+	case errors.Is(err, ErrModel):
+		return StopModel
+	case errors.Is(err, ErrMaxSteps):
+		return StopMaxSteps
 	}
-	return fmt.Errorf("%w (%d)", ErrMaxSteps, r.o.maxSteps)
+	return StopSandbox
+}
+
+// hitToolLimit reports whether a program met the run's max_tool_calls: a call refused with ToolLimitExceeded,
+// even if the program caught it. The run is shared by the whole task, so every later call would be refused too.
+func hitToolLimit(res *wasmbox.Result) bool {
+	for _, c := range res.ToolCalls {
+		if c.ErrorType == "ToolLimitExceeded" {
+			return true
+		}
+	}
+	return false
+}
+
+// canonicalJSON rewrites a JSON value with sorted keys and numbers by value (5 and 5.0 alike), so that the
+// same call written twice compares equal; invalid JSON is kept as it is.
+func canonicalJSON(raw json.RawMessage) string {
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return string(raw)
+	}
+	return string(b)
+}
+
+// fingerprint sums up what a program did that the model can see, apart from its code: its tool calls (tool,
+// arguments, outcome), its output and its error. Tracebacks are left out (they name the step's file). It is ""
+// for a program that did nothing visible, which is compared by its code only.
+func fingerprint(res *wasmbox.Result, runErr error) string {
+	type call struct{ Tool, Args, Status, ErrorType, Error string }
+	v := struct {
+		Calls          []call
+		Stdout, Stderr string
+		Exception      string
+		RunErr         string
+	}{Stdout: res.Stdout}
+	for _, c := range res.ToolCalls {
+		v.Calls = append(v.Calls, call{c.Tool, canonicalJSON(c.Args), c.Status, c.ErrorType, c.Error})
+	}
+	if e := res.Exception; e != nil {
+		v.Exception = e.Type + ": " + e.Message
+	} else {
+		v.Stderr = res.Stderr
+	}
+	var re *wasmbox.RunError
+	if errors.As(runErr, &re) {
+		v.RunErr = string(re.Kind)
+	}
+	if len(v.Calls) == 0 && v.Stdout == "" && v.Stderr == "" && v.Exception == "" && v.RunErr == "" {
+		return ""
+	}
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
 }
 
 // isProgramFailure reports whether a run error is the program's own doing (the model can fix it), rather than
@@ -507,7 +688,7 @@ func (r *runner) exec(ctx context.Context, code string) (*wasmbox.Result, error)
 		r.emit(Event{Kind: EventStdout, Step: step, Text: string(p)})
 		return len(p), nil
 	})
-	return r.se.ExecProgram(ctx, wasmbox.Program{Code: code, Filename: filename, Stdout: out})
+	return r.se.ExecProgram(ctx, wasmbox.Program{Code: code, Filename: filename, Stdout: out, Governance: r.gov})
 }
 
 type writerFunc func(p []byte) (int, error)

@@ -30,10 +30,15 @@
 //   - Each failure is sent back with its traceback and the tool calls that already ran (so the repair does not
 //     repeat side effects); the last repair, or the same error twice, adds a nudge to try a different approach.
 //     Long output is cut to its head and tail around an explicit "[... truncated, was N chars ...]" marker.
-//   - Limits: WithMaxSteps (model turns), WithMaxRepairs (consecutive failed programs), WithTimeout (the whole
-//     Run), on top of the sandbox's per-program limits.
+//   - Limits, all on by default: WithMaxSteps (model turns, 10), WithMaxRepairs (consecutive failed programs,
+//     2), WithMaxNoCode (replies in a row without code, 2: one nudge), WithMaxRepeats (programs in a row that
+//     repeat an earlier one, 2), WithTimeout (the whole Run, approval waits included, 5 minutes), on top of the
+//     sandbox's per-program limits. Result.Stop says which one ended a Run.
 //   - Every tool call passes the Gate of the sandbox's Config: from Python as governance.SourcePython, from the
-//     Toolkit as governance.SourceAgent.
+//     Toolkit as governance.SourceAgent. All the calls of one Run (or of one Toolkit) count against one
+//     governance run, so the gate's limits hold for the whole task: max_tool_calls (50 unless the gate says
+//     otherwise) bounds the tool calls of a Run, and when it is reached the model gets one last step to answer.
+//     WithGovernanceRun spans several Runs with one run.
 //   - Events (model turns, code, stdout chunks, tool calls with their decisions, repairs, the answer) go to
 //     WithEventHandler and WithLogger (an hclog.Logger; nothing is logged by default).
 //   - The agenttest package has a strict scripted model for tests.
@@ -41,5 +46,6 @@
 // # Errors
 //
 // Run returns a *Result with every error, holding the steps so far. Errors wrap the sentinels of errors.go:
-// ErrRepairsExhausted, ErrMaxSteps, ErrDeadline (with the context's error), ErrModel, ErrSandbox.
+// ErrRepairsExhausted, ErrMaxSteps, ErrNoProgress, ErrToolBudget, ErrDeadline (with the context's error),
+// ErrModel, ErrSandbox.
 package agent

@@ -21,6 +21,13 @@ var (
 	// ErrSandbox: the sandbox could not run a program (not a failure of the program itself); the wasmbox error
 	// is wrapped.
 	ErrSandbox = errors.New("agent: sandbox failed")
+	// ErrNoProgress: the Run stopped because the model made no progress: too many replies in a row had no
+	// code (WithMaxNoCode; the error then also wraps ErrNoCode), or too many programs in a row repeated an
+	// earlier one (WithMaxRepeats). Result.Stop says which.
+	ErrNoProgress = errors.New("agent: the model made no progress")
+	// ErrToolBudget: the task's governance run reached its max_tool_calls, and the step after that (the model is
+	// told to answer with what it has) gave no answer either. It also wraps wasmbox.ErrToolLimit.
+	ErrToolBudget = errors.New("agent: the task's tool-call limit is used up")
 	// ErrNoCode marks a step whose reply had no Python code (Step.Err); the model gets a nudge.
 	ErrNoCode = errors.New("agent: reply has no Python code")
 	// ErrInstallUnavailable is what install_package reports until a PackageInstaller is plugged in.

@@ -2,8 +2,6 @@ package agent
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -357,7 +355,8 @@ func runInContainer(ctx context.Context, cfg *EscalationConfig, code string) (*C
 					return nil, err
 				}
 			}
-			bridge := hostfuncs.NewBridge(reg, r.a.gate.NewRun("container-"+newRunID()), governance.SourceContainer)
+			// The task's run: the container's tool calls share the budget of the programs that asked for it.
+			bridge := hostfuncs.NewBridge(reg, r.gov, governance.SourceContainer)
 			job.Tools = escalate.BridgeTools(bridge.Call)
 		}
 	}
@@ -412,12 +411,6 @@ func runInContainer(ctx context.Context, cfg *EscalationConfig, code string) (*C
 		out.Stderr += "[" + ToolRunInContainer + ": " + n + "]\n"
 	}
 	return out, nil
-}
-
-func newRunID() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
 }
 
 // containerPrelude wraps the model's program: it installs the escalated packages offline with pip (from the

@@ -39,6 +39,7 @@ type Event struct {
 	Kind     EventKind
 	Step     int // 1-based; 0 for events outside a step
 	Time     time.Time
+	RunID    string // the governance run of the Run (Result.RunID)
 	Text     string
 	Code     string
 	ToolCall *hostfuncs.ToolCall

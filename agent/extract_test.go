@@ -22,6 +22,13 @@ func TestExtractCode(t *testing.T) {
 		{"python preferred over untagged", "```\nsome output\n```\n```python\nprint(2)\n```", "print(2)"},
 		{"other languages ignored", "```bash\npip install pandas\n```\n```json\n{\"a\": 1}\n```\n```python\nimport json\n```", "import json"},
 		{"only other languages", "```bash\nls -la\n```", ""},
+		// Blocks in another language never run, even when their content reads as Python.
+		{"text block of Python", "The program would be:\n```text\nx = 1\nprint(x)\nfinal_answer(x)\n```", ""},
+		{"tilde text block of Python", "~~~text\nfinal_answer(42)\n~~~", ""},
+		{"output block of Python", "```output\nprint(1)\n```", ""},
+		{"console block of Python", "```console\nimport os\nos.remove('x')\n```", ""},
+		{"text block beside untagged code", "```text\nfinal_answer('from text')\n```\n```\nx = 2\nprint(x)\n```", "x = 2\nprint(x)"},
+		{"text block beside python", "```python\nprint(1)\n```\n```text\nprint(2)\n```", "print(1)"},
 		{"untagged prose block ignored", "```\nThe answer is 42.\n```", ""},
 		{"several blocks joined", "First:\n```python\nids = list_orders()\n```\nThen:\n```python\nfinal_answer(len(ids))\n```", "ids = list_orders()\n\nfinal_answer(len(ids))"},
 		{"duplicate dropped", "```python\nx = 1\n```\nAgain:\n```python\nx = 1\n```", "x = 1"},

@@ -99,3 +99,17 @@ func newAgentCfg(t *testing.T, model llms.Model, cfg wasmbox.Config, opts ...age
 func py(code string) string { return "```python\n" + code + "\n```" }
 
 var _ = agenttest.New
+
+// onlyIrreversible returns a registry with the irreversible tools of reg.
+func onlyIrreversible(t *testing.T, reg *hostfuncs.Registry) *hostfuncs.Registry {
+	t.Helper()
+	out := hostfuncs.NewRegistry()
+	for _, tl := range reg.Tools() {
+		if tl.Effect == governance.Irreversible {
+			if err := out.Register(tl); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return out
+}

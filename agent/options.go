@@ -6,6 +6,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/tmc/langchaingo/llms"
+
+	"github.com/wasmbox/wasmbox/governance"
 )
 
 // Defaults of the options.
@@ -14,6 +16,12 @@ const (
 	DefaultMaxRepairs     = 2
 	DefaultTimeout        = 5 * time.Minute
 	DefaultMaxObservation = 10_000 // characters of printed output shown to the model per step
+	// DefaultMaxNoCode is how many replies in a row may come without code: the first gets a nudge, the second
+	// ends the Run.
+	DefaultMaxNoCode = 2
+	// DefaultMaxRepeats is how many programs in a row may repeat what an earlier program of the Run did before
+	// the Run ends.
+	DefaultMaxRepeats = 2
 )
 
 // Option configures an Agent or a Toolkit, in the style of langchaingo's options.
@@ -30,6 +38,9 @@ type options struct {
 	instructions string
 	installer    PackageInstaller
 	escalation   *EscalationConfig // set by WithEscalation when it has a Backend: offer run_in_container
+	govRun       *governance.Run   // WithGovernanceRun; nil: a new run per Run (per Toolkit)
+	maxNoCode    int
+	maxRepeats   int
 	err          error
 }
 
@@ -39,6 +50,8 @@ func defaultOptions() options {
 		maxRepairs: DefaultMaxRepairs,
 		timeout:    DefaultTimeout,
 		maxObs:     DefaultMaxObservation,
+		maxNoCode:  DefaultMaxNoCode,
+		maxRepeats: DefaultMaxRepeats,
 		logger:     hclog.NewNullLogger(),
 	}
 }
@@ -84,7 +97,9 @@ func WithMaxRepairs(n int) Option {
 }
 
 // WithTimeout bounds a whole Run, model turns and programs together. The default is DefaultTimeout (5
-// minutes). Each program is also bounded by the sandbox's own Config.Timeout.
+// minutes). Each program is also bounded by the sandbox's own Config.Timeout. This bound includes the time a
+// person takes to approve a tool call: the gate's ApprovalTimeout bounds each wait, and a wait that would
+// outlast the Run is cut short by it (the call is then refused).
 func WithTimeout(d time.Duration) Option {
 	return func(o *options) {
 		if d <= 0 {
@@ -139,4 +154,42 @@ func WithInstructions(text string) Option {
 // tool). Without one, install_package reports that it is not available.
 func WithPackageInstaller(p PackageInstaller) Option {
 	return func(o *options) { o.installer = p }
+}
+
+// WithMaxNoCode bounds the replies in a row that hold no Python code: each but the last gets a nudge, and the
+// last ends the Run with ErrNoProgress (wrapping ErrNoCode). It must be at least 1; the default is
+// DefaultMaxNoCode (2: one nudge, then stop).
+func WithMaxNoCode(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.fail("WithMaxNoCode(%d): must be at least 1", n)
+		}
+		o.maxNoCode = n
+	}
+}
+
+// WithMaxRepeats bounds the programs in a row that repeat an earlier program of the Run: the same code, or the
+// same tool calls (tool, arguments, outcome) with the same output and error. When n programs in a row have
+// repeated, the Run ends with ErrNoProgress. It must be at least 1; the default is DefaultMaxRepeats (2).
+// Repeating programs that fail also use up repairs (WithMaxRepairs), whichever comes first.
+func WithMaxRepeats(n int) Option {
+	return func(o *options) {
+		if n < 1 {
+			o.fail("WithMaxRepeats(%d): must be at least 1", n)
+		}
+		o.maxRepeats = n
+	}
+}
+
+// WithGovernanceRun makes every tool call of the agent's Runs (or of the Toolkit) count against run: its
+// budgets (Limits such as MaxToolCalls and MaxIrreversible), its sequence numbers and its run id in the audit
+// log. Use it to span several Runs of one conversation with one budget; run must come from the same Gate as the
+// sandbox (Agent.Gate().NewRun, or Sandbox.Gate().NewRun). Concurrent Runs with the option share the run.
+//
+// Without it (or with nil) each Run, and each Toolkit, starts a run of its own that every one of its tool calls
+// shares: those of every program and every restarted interpreter, install_package, and the calls of programs
+// run in a container. The gate's max_tool_calls (governance.DefaultMaxToolCalls, 50, unless the gate's Limits
+// say otherwise) therefore bounds the tool calls of a whole Run.
+func WithGovernanceRun(run *governance.Run) Option {
+	return func(o *options) { o.govRun = run }
 }

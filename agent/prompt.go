@@ -8,13 +8,17 @@ import (
 	"strings"
 	"text/template"
 	"time"
+
+	"github.com/wasmbox/wasmbox/hostfuncs"
 )
 
 // promptData fills systemPromptTemplate.
 type promptData struct {
 	Stubs        string
 	HasTools     bool
+	Approval     []string // tools shown whose every call needs a person's approval
 	Install      bool
+	Packages     []string // third-party packages installed in the sandbox (Config.Packages)
 	Timeout      string
 	Memory       string
 	Instructions string
@@ -23,7 +27,7 @@ type promptData struct {
 // systemPromptTemplate is the code-action system prompt. It follows what made code agents work in public
 // systems: real tools shown as Python stubs with docstrings (and no made-up tools in examples), keyword arguments,
 // an explicit final_answer that cannot be swallowed, print for inspection only, and the sandbox's limits.
-var systemPromptTemplate = template.Must(template.New("system").Parse(`You solve tasks by writing Python programs. Each program runs in a sandbox: CPython 3.13 with the standard library, inside WebAssembly, isolated from the computer it runs on.
+var systemPromptTemplate = template.Must(template.New("system").Funcs(template.FuncMap{"join": strings.Join}).Parse(`You solve tasks by writing Python programs. Each program runs in a sandbox: CPython 3.13 with the standard library{{if .Packages}} and a few third-party packages{{end}}, inside WebAssembly, isolated from the computer it runs on.
 
 ## How to reply
 - Reply with one Python program in a single ` + "```python" + ` block. Short reasoning before the block is fine; text outside the block is not run.
@@ -45,6 +49,10 @@ These Python functions are already defined; call them directly (they are also av
 
 ` + "```python" + `
 {{.Stubs}}` + "```" + `
+{{- if .Approval}}
+
+Every call of {{join .Approval ", "}} waits for a person to approve it before it runs. If they refuse, or do not answer in time, the call raises tools.ApprovalDenied or tools.ApprovalTimeout and did not run; do not retry it.
+{{- end}}
 
 Every tool call is checked by the host's policy before it runs. Failures raise exceptions of the tools module, all subclasses of tools.ToolException:
 - tools.ToolDenied (and its subclasses ApprovalDenied, ApprovalTimeout, BudgetExceeded, ToolLimitExceeded): the host refused the call and it did not run. Do not retry the same call: work around it, or report it with final_answer.
@@ -55,7 +63,11 @@ Catch them by name when you expect them, e.g. ` + "`except tools.ToolDenied as e
 No tools are available: use Python and its standard library only.
 {{end}}
 ## The sandbox
+{{- if .Packages}}
+- Installed third-party packages (with their dependencies), ready to import: {{join .Packages ", "}}. {{if .Install}}Other packages must be installed first with install_package(packages=[...]); pip and subprocesses do not work.{{else}}No other third-party packages, and no pip or package installation: import only the standard library and these.{{end}}
+{{- else}}
 - Python standard library only: {{if .Install}}third-party packages must be installed first with install_package(packages=[...]); pip and subprocesses do not work.{{else}}no third-party packages, and no pip or package installation. Do not import modules that are not in the standard library.{{end}}
+{{- end}}
 - No network: sockets, HTTP and DNS do not work. No subprocesses, threads or signals.
 - Files: /workspace is the working directory (read-write, kept between programs); /tmp is scratch space. There are no other files.
 - Each program may run for at most {{.Timeout}} and use at most {{.Memory}} of memory.
@@ -65,6 +77,37 @@ No tools are available: use Python and its standard library only.
 {{.Instructions}}
 {{- end}}
 `))
+
+// promptTools returns the tools to show the model (without those the gate always refuses), the names of those
+// that always need approval, and whether install_package is shown.
+func promptTools(reg *hostfuncs.Registry, view gateView) (shown *hostfuncs.Registry, approval []string, install bool, err error) {
+	shown = hostfuncs.NewRegistry()
+	for _, t := range reg.Tools() {
+		switch view.access(t) {
+		case accessNever:
+			continue
+		case accessApproval:
+			approval = append(approval, t.Name)
+		}
+		if err := shown.Register(t); err != nil {
+			return nil, nil, false, err
+		}
+		install = install || t.Name == ToolInstallPackage
+	}
+	return shown, approval, install, nil
+}
+
+// packageNames returns the requirements of Config.Packages as the prompt shows them: one per package, without
+// blanks.
+func packageNames(reqs []string) []string {
+	var out []string
+	for _, r := range reqs {
+		if r = strings.TrimSpace(r); r != "" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
 
 func renderSystemPrompt(d promptData) string {
 	var b strings.Builder

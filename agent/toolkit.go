@@ -35,6 +35,11 @@ const (
 // The tools called by executed code pass the same Gate again, each on its own. A policy that names tools must
 // name these five to allow them.
 //
+// The direct calls and the tool calls of executed code count against one governance run (GovernanceRun): the
+// session's own, or the one given with WithGovernanceRun. So the gate's limits (max_tool_calls, MaxIrreversible,
+// ...) bound everything the Toolkit does, and an execute call and the tool calls of its code are one task in
+// the audit log. An execute call counts as one call itself, then each tool call of its code counts too.
+//
 // A tool never returns a Go error: a refused call, bad arguments, a missing file or a failing program come back
 // as the result text ("error: ..."), so the model sees them and the agent's loop goes on. Call is safe for
 // concurrent use; calls are serialised.
@@ -44,6 +49,7 @@ type Toolkit struct {
 	ws     *wasmbox.Workspace
 	reg    *hostfuncs.Registry
 	bridge *hostfuncs.Bridge
+	run    *governance.Run
 	opts   options
 	tools  []*SandboxTool
 	defs   map[string]json.RawMessage
@@ -51,7 +57,7 @@ type Toolkit struct {
 
 // NewToolkit starts a session of sb in ws (nil: a fresh workspace). gate must be the Gate sb was configured
 // with, so that direct calls and calls from code are governed and audited together. Options used:
-// WithPackageInstaller, WithMaxObservation, WithLogger.
+// WithPackageInstaller, WithMaxObservation, WithLogger, WithGovernanceRun.
 func NewToolkit(ctx context.Context, sb *wasmbox.Sandbox, gate *governance.Gate, ws *wasmbox.Workspace, opts ...Option) (*Toolkit, error) {
 	if sb == nil || gate == nil {
 		return nil, fmt.Errorf("%w: NewToolkit needs the sandbox and the Gate it was configured with", ErrInvalidOption)
@@ -60,6 +66,10 @@ func NewToolkit(ctx context.Context, sb *wasmbox.Sandbox, gate *governance.Gate,
 	if err != nil {
 		return nil, err
 	}
+	return newToolkit(ctx, sb, gate, ws, o)
+}
+
+func newToolkit(ctx context.Context, sb *wasmbox.Sandbox, gate *governance.Gate, ws *wasmbox.Workspace, o options) (*Toolkit, error) {
 	if o.escalation != nil {
 		// Its install_package would point the model at run_in_container, which only the code-action agent has.
 		return nil, fmt.Errorf("%w: WithEscalation is for the code-action agent (New); the Toolkit has no run_in_container", ErrInvalidOption)
@@ -71,14 +81,18 @@ func NewToolkit(ctx context.Context, sb *wasmbox.Sandbox, gate *governance.Gate,
 	if err != nil {
 		return nil, err
 	}
-	if res, err := se.Exec(ctx, toolkitSetup); err != nil || res.Exception != nil {
+	run := o.govRun
+	if run == nil {
+		run = se.GovernanceRun()
+	}
+	if res, err := se.ExecProgram(ctx, wasmbox.Program{Code: toolkitSetup, Governance: run}); err != nil || res.Exception != nil {
 		_ = se.Close(ctx)
 		if err == nil {
 			err = res.Exception
 		}
 		return nil, fmt.Errorf("%w: setting up the session: %w", ErrSandbox, err)
 	}
-	k := &Toolkit{se: se, ws: ws, opts: o, reg: hostfuncs.NewRegistry(), defs: map[string]json.RawMessage{}}
+	k := &Toolkit{se: se, ws: ws, opts: o, run: run, reg: hostfuncs.NewRegistry(), defs: map[string]json.RawMessage{}}
 	for _, d := range toolDefs {
 		t := hostfuncs.Tool{Name: d.name, Description: d.desc, Parameters: json.RawMessage(d.schema), Effect: d.effect,
 			Handler: k.handler(d.name)}
@@ -89,18 +103,16 @@ func NewToolkit(ctx context.Context, sb *wasmbox.Sandbox, gate *governance.Gate,
 		k.defs[d.name] = json.RawMessage(d.schema)
 		k.tools = append(k.tools, &SandboxTool{k: k, name: d.name, desc: d.desc})
 	}
-	k.bridge = hostfuncs.NewBridge(k.reg, gate.NewRun(""), governance.SourceAgent)
+	k.bridge = hostfuncs.NewBridge(k.reg, run, governance.SourceAgent)
 	return k, nil
 }
 
-// NewToolkit returns the five sandbox tools over the agent's sandbox and Gate, with the agent's options.
+// NewToolkit returns the five sandbox tools over the agent's sandbox and Gate, with the agent's options
+// (with WithGovernanceRun, the Toolkit's calls count against the same run as the agent's Runs).
 func (a *Agent) NewToolkit(ctx context.Context, ws *wasmbox.Workspace) (*Toolkit, error) {
-	k, err := NewToolkit(ctx, a.sb, a.gate, ws)
-	if err != nil {
-		return nil, err
-	}
-	k.opts = a.opts
-	return k, nil
+	o := a.opts
+	o.escalation = nil // the agent's run_in_container is its own; the Toolkit never offers it
+	return newToolkit(ctx, a.sb, a.gate, ws, o)
 }
 
 // toolkitSetup binds the sandbox's tools and their exceptions in the session's globals, as in the code-action
@@ -191,6 +203,9 @@ func (k *Toolkit) CallTool(ctx context.Context, call llms.ToolCall) llms.ToolCal
 // Calls returns the direct tool calls made so far, allowed, denied or failed (calls made by executed code
 // are in the execute results).
 func (k *Toolkit) Calls() []hostfuncs.ToolCall { return k.bridge.Calls() }
+
+// GovernanceRun returns the run that every call of the Toolkit, direct or from executed code, counts against.
+func (k *Toolkit) GovernanceRun() *governance.Run { return k.run }
 
 // Session returns the toolkit's interpreter session.
 func (k *Toolkit) Session() *wasmbox.Session { return k.se }
@@ -299,7 +314,7 @@ func (k *Toolkit) handler(name string) hostfuncs.Handler {
 			if err := json.Unmarshal(args, &in); err != nil {
 				return nil, err
 			}
-			res, err := k.se.Exec(ctx, in.Code)
+			res, err := k.se.ExecProgram(ctx, wasmbox.Program{Code: in.Code, Governance: k.run})
 			if res == nil {
 				return nil, fmt.Errorf("the sandbox could not run the code: %w", err)
 			}

@@ -9,6 +9,10 @@
 // OLLAMA_MODEL). With none of them it runs a scripted model, offline, and says so on stderr. The answer is
 // printed on stdout as JSON (1218.5); the agent's progress goes to stderr (-v shows the programs and what the
 // model is told).
+//
+// It runs under wasmbox's default gate, which has no approver: issue_refund (irreversible, so it needs approval)
+// is refused whatever its arguments, and the agent leaves it out of the model's prompt. Nothing here waits for
+// a person; examples/refund shows approval at the terminal.
 package main
 
 import (

@@ -1,12 +1,17 @@
 // Command orders runs a Python program in the sandbox against the seed shop's tools, governed on the host:
 //
-//	go run ./examples/orders -code FILE.py [-max-tool-calls N] [-approve allow|deny|timeout|prompt] [-audit FILE]
+//	go run ./examples/orders -code FILE.py [-max-tool-calls N] [-timeout D] [-approve allow|deny|timeout|prompt] [-audit FILE]
 //
 // It prints the program's stdout, then one line "tool_calls: N allowed, M denied", and exits with the program's
 // exit code (124 on timeout, 125 on a wasmbox failure, 2 on usage errors). -approve decides issue_refund, the one
 // irreversible tool: allow, deny, timeout (the approver never answers; the gate denies after 200 ms) or prompt
 // (ask on the terminal, the default). -audit appends the hash-chained audit log to FILE (verify it with
 // `go run ./cmd/wasmbox audit verify FILE`).
+//
+// Approval timing: with -approve prompt the person has the gate's approval timeout to answer
+// (governance.DefaultApprovalTimeout, 60 s; the question shows the time left), and the program's own time limit
+// (-timeout, 30 s by default) is paused while they decide, so a slow answer does not use up the program's time.
+// No answer in time denies the call (ApprovalTimeout).
 package main
 
 import (
@@ -32,13 +37,14 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	fs.SetOutput(stderr)
 	codeFile := fs.String("code", "", "Python program to run (required)")
 	maxCalls := fs.Int64("max-tool-calls", 50, "hard cap on tool calls per run")
+	timeout := fs.Duration("timeout", wasmbox.DefaultTimeout, "the program's time limit (paused while a person approves a call)")
 	approve := fs.String("approve", "prompt", "how issue_refund is approved: allow, deny, timeout or prompt")
 	auditFile := fs.String("audit", "", "append the audit log (JSONL, hash-chained) to this file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *codeFile == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: orders -code FILE.py [-max-tool-calls N] [-approve allow|deny|timeout|prompt] [-audit FILE]")
+		fmt.Fprintln(stderr, "usage: orders -code FILE.py [-max-tool-calls N] [-timeout D] [-approve allow|deny|timeout|prompt] [-audit FILE]")
 		return 2
 	}
 	src, err := os.ReadFile(*codeFile)
@@ -80,7 +86,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintln(stderr, "orders:", err)
 		return 125
 	}
-	sb, err := wasmbox.New(ctx, wasmbox.Config{Tools: shop.New().Tools(), Gate: gate, Stderr: stderr})
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Tools: shop.New().Tools(), Gate: gate, Stderr: stderr, Timeout: *timeout})
 	if err != nil {
 		fmt.Fprintln(stderr, "orders:", err)
 		return 125

@@ -3,11 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 )
 
 func orders(t *testing.T, stdin string, args ...string) (int, string) {
@@ -15,6 +18,46 @@ func orders(t *testing.T, stdin string, args ...string) (int, string) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), args, strings.NewReader(stdin), &out, &errb)
 	return code, out.String()
+}
+
+// lockedBuffer is a bytes.Buffer safe for the approver's writes while the test reads.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+func (l *lockedBuffer) String() string { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// The program's clock stops while a person decides: an answer that comes after the program's own 1 s limit
+// still approves the refund, and the question offers the gate's approval timeout (60 s), not what is left of
+// the program's time.
+func TestApprovalPausesTheProgramClock(t *testing.T) {
+	in, answer := io.Pipe()
+	var errb lockedBuffer
+	defer answer.Close()
+	go func() {
+		for end := time.Now().Add(30 * time.Second); !strings.Contains(errb.String(), "Approve? [y/N]"); {
+			if time.Now().After(end) {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		time.Sleep(1500 * time.Millisecond) // longer than the program's limit
+		_, _ = answer.Write([]byte("y\n"))
+	}()
+	var out bytes.Buffer
+	code := run(context.Background(), []string{"-code", "testdata/refund.py", "-approve", "prompt", "-timeout", "1s"}, in, &out, &errb)
+	if code != 0 || !strings.HasPrefix(out.String(), "refunded 50\n") {
+		t.Errorf("exit %d, stdout %q, stderr:\n%s", code, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "answer within 1m0s") {
+		t.Errorf("the question does not offer the approval timeout:\n%s", errb.String())
+	}
 }
 
 func TestEUTotal(t *testing.T) {

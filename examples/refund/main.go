@@ -2,6 +2,11 @@
 // so the gate asks for approval at the terminal: the question goes to stderr and the answer (y/N) is read from
 // stdin.
 //
+// Approval timing: the person has 90 s to answer (the gate's ApprovalTimeout here; the default is 60 s), and the
+// question shows the time left. The program's own time limit (the sandbox's 30 s) is paused while they decide;
+// the agent's limit for the whole task (agent.WithTimeout, 5 minutes by default) is not, so a wait also ends
+// when the task's time is up. No answer in time denies the call (ApprovalTimeout), and the program goes on.
+//
 //	go run ./examples/refund [-order A-1003] [-amount 50] [-provider auto|scripted|openai|anthropic|ollama] [-v]
 //
 // The provider is chosen as in examples/codeaction (OPENAI_API_KEY, ANTHROPIC_API_KEY, OLLAMA_HOST, else a
@@ -73,7 +78,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		Policy:   governance.EffectPolicy{},
 		Approver: &governance.TerminalApprover{In: stdin, Out: stderr},
 		Auditor:  &governance.MemoryAuditor{},
-		// A person answers: give them time (the program's own limit below must be longer).
+		// A person answers: give them time. The program's clock stops while they decide, so its own limit
+		// need not cover the wait.
 		ApprovalTimeout: 90 * time.Second,
 	})
 	if err != nil {
@@ -81,7 +87,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 1
 	}
 	s := shop.New()
-	a, err := agent.New(ctx, model, wasmbox.Config{Tools: s.Tools(), Gate: gate, Timeout: 2 * time.Minute},
+	a, err := agent.New(ctx, model, wasmbox.Config{Tools: s.Tools(), Gate: gate},
 		agent.WithEventHandler(func(e agent.Event) {
 			switch {
 			case e.Kind == agent.EventCode && *verbose:
