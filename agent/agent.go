@@ -35,8 +35,8 @@ type Agent struct {
 // wasmbox.DefaultGate() (read-only and mutating tools allowed, irreversible ones denied). The agent keeps that
 // one Gate for everything it runs, including the Toolkit from NewToolkit.
 //
-// The system prompt says what the sandbox really has: the packages of cfg.Packages, and the tools minus those
-// the gate refuses whatever their arguments (with the default gate, the irreversible ones), with the tools that
+// The system prompt says what the sandbox really has: the packages it installed (cfg.Packages and their
+// dependencies), and the tools minus those the gate refuses whatever their arguments (with the default gate, the irreversible ones), with the tools that
 // always need a person's approval named as such. The agent tells these apart only for policies it can evaluate
 // without side effects (EffectPolicy, AllowAllPolicy, DenyAllPolicy, a compiled PolicySpec) and shows every other
 // tool as is; hiding a tool only changes the prompt, never what the gate allows.
@@ -99,7 +99,7 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 		HasTools:     len(shown.Names()) > 0,
 		Approval:     approval,
 		Install:      o.installer != nil && install,
-		Packages:     packageNames(cfg.Packages),
+		Packages:     packageNames(sb.Packages()),
 		Timeout:      humanDuration(timeout),
 		Memory:       humanBytes(mem),
 		Instructions: strings.TrimSpace(o.instructions),

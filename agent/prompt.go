@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmbox/wasmbox/wheels"
 	"strings"
 	"text/template"
 	"time"
@@ -99,12 +100,11 @@ func promptTools(reg *hostfuncs.Registry, view gateView) (shown *hostfuncs.Regis
 
 // packageNames returns the requirements of Config.Packages as the prompt shows them: one per package, without
 // blanks.
-func packageNames(reqs []string) []string {
+// packageNames names what the sandbox really installed (dependencies included) as "name version".
+func packageNames(installed []wheels.Installed) []string {
 	var out []string
-	for _, r := range reqs {
-		if r = strings.TrimSpace(r); r != "" {
-			out = append(out, r)
-		}
+	for _, w := range installed {
+		out = append(out, w.Name+" "+w.Version)
 	}
 	return out
 }

@@ -25,7 +25,7 @@ func TestPromptListsInstalledPackages(t *testing.T) {
 	if strings.Contains(sys, "Do not import modules that are not in the standard library") || strings.Contains(sys, "standard library only") {
 		t.Errorf("the prompt forbids the installed packages:\n%s", sys)
 	}
-	if !strings.Contains(sys, "Installed third-party packages (with their dependencies), ready to import: greetlib.") {
+	if !strings.Contains(sys, "Installed third-party packages (with their dependencies), ready to import: greetlib 1.0.") {
 		t.Errorf("the prompt does not list greetlib:\n%s", sys)
 	}
 	res, err := run(t, a, "Greet.")

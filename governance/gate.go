@@ -765,3 +765,15 @@ func (r *Run) release(call Call) {
 		r.irreversible--
 	}
 }
+
+// Policy returns the gate's policy (nil if none: every call is denied).
+func (g *Gate) Policy() Policy { return g.policy }
+
+// Approver returns the gate's approver (nil if none: every call that needs approval is denied).
+func (g *Gate) Approver() Approver { return g.approver }
+
+// Limits returns a copy of the per-run limits every Run of the gate enforces.
+func (g *Gate) Limits() Limits { return g.limits.clone() }
+
+// Gate returns the gate the run belongs to.
+func (r *Run) Gate() *Gate { return r.g }

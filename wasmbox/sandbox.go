@@ -29,6 +29,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -36,12 +37,14 @@ import (
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/vfs"
+	"github.com/wasmbox/wasmbox/wheels"
 )
 
 // Sandbox runs Python programs. It is safe for concurrent use; every Run is isolated from every other.
 type Sandbox struct {
 	snap        *snapshot
 	packages    *vfs.FS // installed packages, mounted read-only at /packages
+	installed   []wheels.Installed
 	cfg         Config
 	toolsModule string
 	it          *interp
@@ -89,7 +92,7 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 	c.Logger.Debug("sandbox ready", "interpreter_sha256", it.sha256, "memory_limit", c.MemoryLimit, "timeout", c.Timeout)
 	s := &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer()}
 	if len(c.Packages) > 0 {
-		if _, err := installPackages(ctx, c.Wheelhouse, s.packages, c.Packages); err != nil {
+		if s.installed, err = installPackages(ctx, c.Wheelhouse, s.packages, c.Packages); err != nil {
 			return nil, err
 		}
 	}
@@ -109,6 +112,9 @@ func (s *Sandbox) Run(ctx context.Context, code string) (*Result, error) {
 // if an error (a timeout, say) is also returned.
 func (s *Sandbox) RunProgram(ctx context.Context, p Program) (*Result, error) {
 	if err := s.reentrant(ctx); err != nil {
+		return nil, err
+	}
+	if err := s.checkProgram(p); err != nil {
 		return nil, err
 	}
 	if err := s.enter(); err != nil {
@@ -206,6 +212,9 @@ func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) 
 	if err := se.sb.reentrant(ctx); err != nil {
 		return nil, err
 	}
+	if err := se.sb.checkProgram(p); err != nil {
+		return nil, err
+	}
 	if err := se.sb.enter(); err != nil {
 		return nil, err
 	}
@@ -277,9 +286,21 @@ func (se *Session) Close(ctx context.Context) error {
 	return nil
 }
 
+// checkProgram refuses what a Program may not ask for, before anything runs.
+func (s *Sandbox) checkProgram(p Program) error {
+	if p.Governance != nil && p.Governance.Gate() != s.cfg.Gate {
+		return fmt.Errorf("%w: Program.Governance comes from another gate than this Sandbox's (use Sandbox.Gate().NewRun)", ErrInvalidConfig)
+	}
+	return nil
+}
+
 // Gate returns the gate that governs this Sandbox's tool calls (Config.Gate, or the default one). Use its NewRun
 // to give several programs or Sessions one budget (Program.Governance).
 func (s *Sandbox) Gate() *governance.Gate { return s.cfg.Gate }
+
+// Packages lists what Config.Packages installed when the Sandbox was created, dependencies included, in
+// install order. Packages a Session installs later are the Session's own and are not listed here.
+func (s *Sandbox) Packages() []wheels.Installed { return slices.Clone(s.installed) }
 
 // Info describes the interpreter.
 type Info struct {

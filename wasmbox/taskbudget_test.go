@@ -2,6 +2,7 @@ package wasmbox_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/wasmbox/wasmbox/governance"
@@ -73,5 +74,17 @@ except tools.BudgetExceeded:
 	}
 	if n := refunds.Load(); n != 1 {
 		t.Fatalf("%d refunds under MaxIrreversible 1 across one task's programs, want 1", n)
+	}
+}
+
+// A run of another gate would escape this Sandbox's policy and audit log: it is refused before anything runs.
+func TestProgramGovernanceFromAnotherGateRefused(t *testing.T) {
+	reg, lookups, _ := toolSet(t)
+	mine, _ := gate(t, governance.GateConfig{})
+	other, _ := gate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}})
+	sb := newSandbox(t, wasmbox.Config{Tools: reg, Gate: mine})
+	_, err := sb.RunProgram(context.Background(), wasmbox.Program{Governance: other.NewRun(""), Code: "import tools\ntools.get_order('A-1')"})
+	if !errors.Is(err, wasmbox.ErrInvalidConfig) || lookups.Load() != 0 {
+		t.Fatalf("err %v, %d lookups; want ErrInvalidConfig and no call", err, lookups.Load())
 	}
 }
