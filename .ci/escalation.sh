@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Private container engines for the escalate/ tests (DESIGN.md G14–G15, issue 6).
+# Private container engines for the escalate/ tests.
 #
 #   .ci/escalation.sh [start] [DIR]   start everything (idempotent); print `export NAME=value` lines on stdout
 #   .ci/escalation.sh stop [DIR]      stop the engines, unmount and delete DIR

@@ -26,8 +26,7 @@ const ToolRunInContainer = "run_in_container"
 // LabelPackages is the job label that names the escalated requirements (comma-separated), for policies.
 const LabelPackages = "org.wasmbox.agent.packages"
 
-// EscalationConfig configures escalation to a container for packages that need native code (DESIGN.md
-// "install_package and escalation", G14, G15). See EscalatingInstaller and WithEscalation.
+// EscalationConfig configures escalation to a container for packages that need native code. See EscalatingInstaller and WithEscalation.
 type EscalationConfig struct {
 	// Backend runs the containers, e.g. from escalate.NewDocker. Nil: escalation is unavailable and
 	// install_package says so (fail closed); WithEscalation then offers no run_in_container.

@@ -11,7 +11,7 @@ import (
 )
 
 // PackageInstaller installs Python packages for a sandbox session: the hook for a wheelhouse of pure-Python
-// wheels or for escalation to a container (DESIGN.md "install_package and escalation"). Until one is plugged in
+// wheels or for escalation to a container. Until one is plugged in
 // with WithPackageInstaller, install_package answers ErrInstallUnavailable.
 //
 // InstallPackages is called after the Gate allowed the call (install_package is a mutating tool). It may

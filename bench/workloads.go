@@ -1,5 +1,5 @@
 // Package bench holds wasmbox's benchmarks and the workloads that bench/compare runs side by side with native
-// CPython. Speed targets (P1–P7 of DESIGN.md) are checked here, never as wall-clock assertions in tests.
+// CPython. Speed targets are checked here, never as wall-clock assertions in tests.
 package bench
 
 // Workloads timed inside the guest (and natively) with time.perf_counter, so interpreter start is excluded.

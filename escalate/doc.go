@@ -1,5 +1,5 @@
 // Package escalate runs the Python work that the wasm sandbox cannot (native packages such as numpy or pandas)
-// in a hardened container, only where policy allows (DESIGN.md G14, G15).
+// in a hardened container, only where policy allows.
 //
 // Here's an example:
 //
@@ -23,7 +23,7 @@
 // (the working directory) and at /tmp, and a deadline that kills the container. Its output is demultiplexed and
 // capped (no engine-side log is kept: the log driver is "none").
 //
-// NewDocker fails closed (G14): no reachable engine gives ErrNoEngine, an engine that shares no API version with
+// NewDocker fails closed: no reachable engine gives ErrNoEngine, an engine that shares no API version with
 // the client ErrEngineVersion (the version is negotiated, never pinned), a missing runtime ErrRuntimeNotFound, and
 // an engine that cannot enforce the limits or seccomp ErrUnenforceable — including runsc registered without
 // --oci-seccomp, under which Docker's seccomp profile would not apply inside gVisor. Nothing ever runs on the host

@@ -64,7 +64,7 @@ type DockerConfig struct {
 	Logger hclog.Logger
 }
 
-// Docker runs jobs through the Docker Engine API, hardened (G15). It is safe for concurrent use.
+// Docker runs jobs through the Docker Engine API, hardened. It is safe for concurrent use.
 type Docker struct {
 	cli     *client.Client
 	host    string
@@ -113,7 +113,7 @@ func NewDocker(ctx context.Context, cfg DockerConfig) (*Docker, error) {
 	return d, nil
 }
 
-// check pings the engine (negotiating the API version) and verifies what G15 needs.
+// check pings the engine (negotiating the API version) and verifies what the hardening needs.
 func (d *Docker) check(ctx context.Context) error {
 	ping, err := d.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true})
 	if err != nil {
@@ -412,7 +412,7 @@ func (d *Docker) remove(ctx context.Context, ref string) error {
 	return nil
 }
 
-// containerConfig builds the hardened container configuration (G15).
+// containerConfig builds the hardened container configuration.
 func (d *Docker) containerConfig(j *job, id, runDir string) (*container.Config, *container.HostConfig) {
 	env := map[string]string{
 		"HOME":                    Workdir,

@@ -9,7 +9,7 @@ import (
 // is one, the engine's own error) so that errors.Is works.
 var (
 	// ErrNoEngine: no container engine could be reached (no socket, daemon down, bad DOCKER_HOST). Nothing ran,
-	// and nothing is ever run on the host instead (G14).
+	// and nothing is ever run on the host instead.
 	ErrNoEngine = errors.New("escalate: no container engine reachable")
 	// ErrEngineVersion: the engine and this client share no API version (the engine refused the client's
 	// version, or it is older than the client supports).
@@ -18,7 +18,7 @@ var (
 	ErrImageNotFound = errors.New("escalate: image not found locally (images are never pulled)")
 	// ErrRuntimeNotFound: the configured OCI runtime (e.g. "runsc") is not registered with the engine.
 	ErrRuntimeNotFound = errors.New("escalate: runtime not registered with the engine")
-	// ErrUnenforceable: a hardening guarantee (G15) cannot be enforced with this engine configuration, e.g. runsc
+	// ErrUnenforceable: a hardening guarantee cannot be enforced with this engine configuration, e.g. runsc
 	// registered without --oci-seccomp (the default seccomp profile would not apply inside gVisor).
 	ErrUnenforceable = errors.New("escalate: hardening cannot be enforced")
 	// ErrInvalidJob: the Job or the configuration is malformed (both a Code and an Argv, a bad path, a negative

@@ -13,7 +13,7 @@ import (
 	"time"
 )
 
-// Backend runs jobs in containers. Implementations run what they are asked, hardened (G15); whether a job may
+// Backend runs jobs in containers. Implementations run what they are asked, hardened; whether a job may
 // escalate at all is the caller's decision (see Policy, Allowed and WithPolicy).
 type Backend interface {
 	// Run runs one job to completion in a fresh container and removes the container on every path. A program
@@ -30,7 +30,7 @@ type Backend interface {
 // ToolHandler serves the tool calls of an escalated run on the host: tool is the tool's name, args the call's
 // JSON object. It is called from the socket server's goroutines (one per connection, so calls of one program
 // are sequential) with the run's context. Return a *ToolError to choose the Python exception; any other error
-// raises ToolError. Wire the governance Gate in here: every call must pass it (G10).
+// raises ToolError. Wire the governance Gate in here: every call must pass it.
 type ToolHandler func(ctx context.Context, tool string, args json.RawMessage) (json.RawMessage, error)
 
 // Defaults applied to zero-valued Limits fields.

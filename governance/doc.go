@@ -4,9 +4,9 @@
 // Code written by a model runs in the wasm sandbox, but the tools it calls run on the host with the host's
 // authority: the tool bridge is a deliberate hole in the sandbox. This package is what governs it. Every call —
 // bridged from Python, made directly by the agent, or made by an escalated container — goes through one method,
-// [Run.Do], synchronously and before the tool runs (DESIGN.md G10). Its audit log is append-only and hash-chained,
-// optionally with an HMAC key, and [Verify] detects edits, removals, insertions and reorders (G11). Panics in
-// tools and in every pluggable part become errors, never crashes (G12).
+// [Run.Do], synchronously and before the tool runs. Its audit log is append-only and hash-chained,
+// optionally with an HMAC key, and [Verify] detects edits, removals, insertions and reorders. Panics in
+// tools and in every pluggable part become errors, never crashes.
 //
 // Here's an example:
 //

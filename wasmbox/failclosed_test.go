@@ -9,7 +9,7 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
-// G14: without a usable interpreter New fails with a clear error; nothing runs anywhere else.
+// without a usable interpreter New fails with a clear error; nothing runs anywhere else.
 func TestFailClosedWithoutInterpreter(t *testing.T) {
 	real, err := assets.Load()
 	if err != nil {

@@ -108,7 +108,7 @@ func tail(s string) string {
 	return s
 }
 
-// G1: only the stdlib, zoneinfo, /packages, /workspace and /tmp exist; the stdlib is read-only.
+// only the stdlib, zoneinfo, /packages, /workspace and /tmp exist; the stdlib is read-only.
 func TestG1FileSystemView(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	res := run(t, sb, `import os
@@ -123,7 +123,7 @@ except OSError as e:
 	}
 }
 
-// G2: the host's environment is invisible; only Config.Env reaches the guest.
+// the host's environment is invisible; only Config.Env reaches the guest.
 func TestG2Environment(t *testing.T) {
 	t.Setenv("WASMBOX_HOST_ONLY", "secret")
 	sb := newSandbox(t, wasmbox.Config{Env: map[string]string{"GREETING": "hi"}})
@@ -136,7 +136,7 @@ func TestG2Environment(t *testing.T) {
 	}
 }
 
-// G3 and G4 are covered by the corpus (sockets, DNS, metadata endpoint, subprocess, fork, threads); this checks
+// No network and no processes are covered by the corpus (sockets, DNS, metadata endpoint, subprocess, fork, threads); this checks
 // the exact errors a program sees, so a regression that makes them succeed or crash fails here.
 func TestG3G4NoNetworkNoProcesses(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
@@ -155,7 +155,7 @@ print(out, hasattr(os, "fork"), hasattr(os, "system"))`)
 	}
 }
 
-// G5: memory is capped per sandbox; host memory does not grow past the cap.
+// memory is capped per sandbox; host memory does not grow past the cap.
 func TestG5MemoryLimit(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{MemoryLimit: 96 << 20})
 	res := run(t, sb, `try:
@@ -177,7 +177,7 @@ print("small ok")`)
 	}
 }
 
-// G6: a deadline stops any code within a bounded delay, even while another goroutine allocates heavily (a
+// a deadline stops any code within a bounded delay, even while another goroutine allocates heavily (a
 // watchdog that writes guest state from another goroutine would hang here under GC).
 func TestG6DeadlineUnderGCPressure(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{Timeout: 300 * time.Millisecond})
@@ -228,7 +228,7 @@ func TestG6DeadlineUnderGCPressure(t *testing.T) {
 	}
 }
 
-// G6: Python-level code gets a KeyboardInterrupt traceback first.
+// Python-level code gets a KeyboardInterrupt traceback first.
 func TestG6SoftInterruptTraceback(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{Timeout: 200 * time.Millisecond})
 	// The kill is certain; the traceback is reported only if the program unwinds within the host's short kill
@@ -248,7 +248,7 @@ func TestG6SoftInterruptTraceback(t *testing.T) {
 	t.Fatalf("exception %+v in three attempts; want the KeyboardInterrupt at line 2 (the loop header)", last.Exception)
 }
 
-// G6: a cancelled context stops the run too, with context.Canceled.
+// a cancelled context stops the run too, with context.Canceled.
 func TestG6Cancel(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -259,7 +259,7 @@ func TestG6Cancel(t *testing.T) {
 	}
 }
 
-// G7: output is capped, the excess dropped with a marker.
+// output is capped, the excess dropped with a marker.
 func TestG7OutputCap(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{StdoutLimit: 1000, StderrLimit: 10})
 	res := run(t, sb, "import sys\nfor i in range(10000): print('x' * 99)\nsys.stderr.write('e' * 50)")
@@ -274,7 +274,7 @@ func TestG7OutputCap(t *testing.T) {
 	}
 }
 
-// G8: workspace quotas give ENOSPC / EDQUOT in Python, with no partial write.
+// workspace quotas give ENOSPC / EDQUOT in Python, with no partial write.
 func TestG8WorkspaceQuota(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{WorkspaceBytes: 1 << 20, WorkspaceFiles: 5})
 	res := run(t, sb, `import errno
@@ -296,7 +296,7 @@ print(out)`)
 	}
 }
 
-// G9: runs share nothing — globals, modules, builtins, files, environment, cwd.
+// runs share nothing — globals, modules, builtins, files, environment, cwd.
 func TestG9RunsShareNothing(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	run(t, sb, `import os, sys, builtins, json
@@ -316,7 +316,7 @@ print("leak" in globals(), hasattr(builtins, "LEAK"), hasattr(json, "LEAK"), "/e
 	}
 }
 
-// G12: malformed requests from the guest become Python-side errors, never a host crash.
+// malformed requests from the guest become Python-side errors, never a host crash.
 func TestG12MalformedHostCalls(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	res := run(t, sb, `import _wasmbox
@@ -334,7 +334,7 @@ except TypeError:
 	}
 }
 
-// G9: two runs from one snapshot do not share randomness or temporary names (the snapshot froze the state
+// two runs from one snapshot do not share randomness or temporary names (the snapshot froze the state
 // these derive from; each run reseeds).
 func TestG9SnapshotRunsDiffer(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})

@@ -257,7 +257,7 @@ func TestSessionSurvivesSoftInterrupt(t *testing.T) {
 	}
 }
 
-// G13: many sandboxes run concurrently with no shared mutable state (run with -race).
+// many sandboxes run concurrently with no shared mutable state (run with -race).
 func TestConcurrentRuns(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	var wg sync.WaitGroup

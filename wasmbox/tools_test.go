@@ -107,7 +107,7 @@ panic: tool boom failed: it panicked on the host
 	}
 }
 
-// G10: max_tool_calls stops a loop of calls at exactly N, even with an allow-all policy.
+// max_tool_calls stops a loop of calls at exactly N, even with an allow-all policy.
 func TestMaxToolCallsExact(t *testing.T) {
 	reg, lookups, _ := toolSet(t)
 	g, aud := gate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Limits: governance.Limits{MaxToolCalls: 7}})
@@ -134,7 +134,7 @@ except tools.ToolLimitExceeded as e:
 	}
 }
 
-// G10: approval timeout and approver error both deny; the tool never runs; the program can catch it and go on.
+// approval timeout and approver error both deny; the tool never runs; the program can catch it and go on.
 func TestApprovalDenials(t *testing.T) {
 	for name, approver := range map[string]governance.Approver{
 		"timeout": governance.ApproverFunc(func(ctx context.Context, _ governance.ApprovalRequest) (governance.Decision, error) {
@@ -167,7 +167,7 @@ print("went on", tools.get_order("A-1")["id"])`)
 	}
 }
 
-// G10: budgets are checked before the call.
+// budgets are checked before the call.
 func TestBudgetCheckedBeforeCall(t *testing.T) {
 	reg, lookups, _ := toolSet(t)
 	g, _ := gate(t, governance.GateConfig{Limits: governance.Limits{ToolCaps: map[string]int64{"get_order": 2}}})
@@ -184,7 +184,7 @@ for i in range(3):
 	}
 }
 
-// G10/G13: concurrent sandboxes sharing one Gate have separate budgets.
+// concurrent sandboxes sharing one Gate have separate budgets.
 func TestConcurrentRunsSeparateBudgets(t *testing.T) {
 	reg, lookups, _ := toolSet(t)
 	g, _ := gate(t, governance.GateConfig{Limits: governance.Limits{MaxToolCalls: 5}})

@@ -1,6 +1,6 @@
 // Package wheels installs pure-Python wheels from a host wheelhouse directory into a layer that the sandbox mounts
-// read-only at /packages (on sys.path in the guest): the in-sandbox half of install_package (DESIGN.md "install_
-// package and escalation", guarantee G14). No network is ever used: what is not in the wheelhouse does not exist.
+// read-only at /packages (on sys.path in the guest): the in-sandbox half of install_package; it fails closed.
+// No network is ever used: what is not in the wheelhouse does not exist.
 //
 // Here's an example:
 //

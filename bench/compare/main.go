@@ -1,5 +1,5 @@
 // Command compare runs the same workloads on wasmbox and on native CPython in one process run and prints the
-// ratios (the P1–P7 targets of DESIGN.md):
+// ratios:
 //
 //	go run ./bench/compare [-quick] [-json]
 //

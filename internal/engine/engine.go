@@ -6,7 +6,7 @@
 //   - Compile once per process, instantiate per run; an Instance is never reused after a trap or a kill.
 //   - The host ABI (hostfuncs.ImportModule) is served by a per-instance Host; the engine only moves bytes.
 //   - Every host function runs on the goroutine that called Instance.Call, so nothing writes guest state from
-//     another goroutine (see notes/hard-deadline.md for why that matters).
+//     another goroutine (Go cannot preempt compiled guest code, so such a write can hang the process under GC).
 package engine
 
 import (
