@@ -221,7 +221,7 @@ func TestHostRSS(t *testing.T) {
 		t.Skip("the race detector's shadow memory would be counted as the host's; run without -race")
 	}
 	if testing.Short() {
-		t.Skip("runs a dozen child processes for about two minutes; skipped with -short")
+		t.Skip("runs about twenty child processes, one to a few minutes; skipped with -short")
 	}
 	report := os.Getenv("WASMBOX_HOSTRSS_REPORT") == "1"
 	engine := hostRSSEngine()
@@ -272,18 +272,22 @@ func TestHostRSS(t *testing.T) {
 		case rep.PeakRSS > bound:
 			outcome, failed = fmt.Sprintf("OVER BOUND by %s", mib(rep.PeakRSS-bound)), true
 		}
-		detail := fmt.Sprintf("exit %d", rep.ExitCode)
-		if rep.Kind != "" {
-			detail += " kind=" + rep.Kind
+		base, detail := "-", "no report" // a killed child reports nothing but the parent's samples
+		if killed == "" && childErr == "" {
+			base = mib(rep.BaseRSS)
+			detail = fmt.Sprintf("exit %d", rep.ExitCode)
+			if rep.Kind != "" {
+				detail += " kind=" + rep.Kind
+			}
+			if rep.Exception != "" {
+				detail += " exc=" + rep.Exception
+			}
+			detail += fmt.Sprintf(" changes=%d calls=%d out=%d/%d", rep.FilesChanged, rep.ToolCalls, rep.Stdout, rep.Stderr)
+			if p.session {
+				detail += fmt.Sprintf(" execs=%d", rep.Execs)
+			}
 		}
-		if rep.Exception != "" {
-			detail += " exc=" + rep.Exception
-		}
-		detail += fmt.Sprintf(" changes=%d calls=%d out=%d/%d", rep.FilesChanged, rep.ToolCalls, rep.Stdout, rep.Stderr)
-		if p.session {
-			detail += fmt.Sprintf(" execs=%d", rep.Execs)
-		}
-		fmt.Fprintf(&table, "%-28s %-8s %9s %9s %9s %6.1f  %s (%s)\n", p.name, engine, mib(rep.PeakRSS), mib(rep.BaseRSS),
+		fmt.Fprintf(&table, "%-28s %-8s %9s %9s %9s %6.1f  %s (%s)\n", p.name, engine, mib(rep.PeakRSS), base,
 			mib(bound), rep.Seconds, outcome, detail)
 		if failed {
 			failures = append(failures, fmt.Sprintf("%s (%s): peak %s, bound %s: %s", p.name, p.about, mib(rep.PeakRSS), mib(bound), outcome))
