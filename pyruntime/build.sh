@@ -2,12 +2,15 @@
 # build.sh — build the wasmbox interpreter (CPython 3.13 for WASI preview 1, reactor model, with the _wasmbox
 # host-call module and the hard-deadline loop instrumentation) from Debian's archive only.
 #
-#   pyruntime/build.sh [--out DIR] [--work DIR] [--variant optimized|plain] [--no-install]
+#   pyruntime/build.sh [--out DIR] [--work DIR] [--variant optimized|plain] [--no-install] [--reship|--reinstrument]
 #
 # --out      where the artifacts go (default: assets/ of this repository)
 # --work     build directory (default: $XDG_CACHE_HOME/wasmbox-build/<variant>); downloads are cached beside it
 # --variant  optimized (shipped: pymalloc, bulk-memory, nontrapping-fptoint, ThinLTO) or plain (the first build,
 #            -O3 without those, kept only to measure what the flags buy)
+# --reship   regenerate BUILDINFO and SHA256SUMS from the last build's stage
+# --reinstrument  re-run only the rewriter (cmd/wasm-instrument) over DIR/uninstrumented/python.wasm.gz and reship,
+#            keeping stdlib.zip and tzdata.zip: after a change of the rewriter, what a full build would produce
 #
 # Artifacts: python.wasm.gz (instrumented), uninstrumented/python.wasm.gz (for bench/ only), stdlib.zip,
 # tzdata.zip, BUILDINFO, SHA256SUMS. Reproducible: fixed SOURCE_DATE_EPOCH, -ffile-prefix-map, sorted zips with
@@ -18,7 +21,7 @@ repo=$(cd "$here/.." && pwd)
 . "$here/versions.env"
 export SOURCE_DATE_EPOCH LC_ALL=C TZ=UTC
 
-out="$repo/assets"; variant=optimized; install=1; work=""; reship=0
+out="$repo/assets"; variant=optimized; install=1; work=""; reship=0; reinstrument=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) out=$2; shift 2;;
@@ -26,6 +29,7 @@ while [ $# -gt 0 ]; do
     --variant) variant=$2; shift 2;;
     --no-install) install=0; shift;;
     --reship) reship=1; shift;;
+    --reinstrument) reinstrument=1; shift;;
     *) echo "build.sh: unknown argument $1" >&2; exit 2;;
   esac
 done
@@ -37,6 +41,48 @@ work=$(cd "$work" && pwd); out=$(cd "$out" && pwd)
 dl="$cache/dl"
 log() { echo "build.sh: $*" >&2; }
 t0=$(date +%s)
+
+case "$variant" in
+  optimized) FEAT="-mbulk-memory -mnontrapping-fptoint"; OPTC="-O3 $FEAT"; LTO_CONF="--with-lto=thin"; PYMALLOC="--with-pymalloc";;
+  plain)     FEAT=""; OPTC="-O3"; LTO_CONF=""; PYMALLOC="--without-pymalloc";;
+esac
+native="$work/native"; stage="$work/stage"
+# The build's Python runs buildinfo.py; --reinstrument, which builds nothing, may use the machine's python3.
+hostpy() { if [ -x "$native/python" ]; then "$native/python" "$@"; else python3 "$@"; fi; }
+# instrument: stage/python-uninstrumented.wasm -> stage/python.wasm (+ instrument.json), imports checked.
+instrument() {
+  (cd "$repo" && go run ./pyruntime/cmd/wasm-instrument -stats-json "$stage/instrument.json" \
+     "$stage/python-uninstrumented.wasm" "$stage/python.wasm")
+  local bad
+  bad=$(cd "$repo" && go run ./pyruntime/cmd/wasm-instrument -list-imports "$stage/python.wasm" | grep -v -E '^(wasi_snapshot_preview1|wasmbox_v1)\.' || true)
+  [ -z "$bad" ] || { echo "build.sh: unexpected imports:"$'\n'"$bad" >&2; exit 1; }
+}
+ship() {
+  gzip -9 -n -c "$stage/python.wasm" > "$out/python.wasm.gz"
+  mkdir -p "$out/uninstrumented"
+  gzip -9 -n -c "$stage/python-uninstrumented.wasm" > "$out/uninstrumented/python.wasm.gz"
+  cp "$stage/stdlib.zip" "$stage/tzdata.zip" "$out/"
+  hostpy -E -s "$here/tools/buildinfo.py" --variant "$variant" --versions "$here/versions.env" \
+    --stage "$stage" --out "$out" --instrument "$stage/instrument.json" --cflags="$OPTC" \
+    --configure="$PYMALLOC $LTO_CONF" --measured "$here/MEASURED" > "$out/BUILDINFO"
+  (cd "$out" && sha256sum python.wasm.gz stdlib.zip tzdata.zip BUILDINFO uninstrumented/python.wasm.gz > SHA256SUMS)
+}
+
+# --reship: regenerate BUILDINFO (e.g. after pyruntime/MEASURED changed) and SHA256SUMS from the last build's
+# stage, without rebuilding.
+if [ "$reship" = 1 ]; then
+  [ -f "$stage/python.wasm" ] || { echo "build.sh: --reship needs a previous build in $work" >&2; exit 1; }
+  ship; log "reshipped -> $out"; exit 0
+fi
+if [ "$reinstrument" = 1 ]; then
+  [ -s "$out/uninstrumented/python.wasm.gz" ] || { echo "build.sh: --reinstrument needs $out/uninstrumented/python.wasm.gz" >&2; exit 1; }
+  rm -rf "$stage"; mkdir -p "$stage"
+  gzip -d -c "$out/uninstrumented/python.wasm.gz" > "$stage/python-uninstrumented.wasm"
+  cp "$out/stdlib.zip" "$out/tzdata.zip" "$stage/"
+  log "instrument (again)"
+  instrument
+  ship; log "reinstrumented -> $out"; exit 0
+fi
 
 # --- toolchain (bookworm) -----------------------------------------------------------------------------------
 if ! command -v clang-19 >/dev/null || ! command -v wasm-ld-19 >/dev/null || ! command -v tclsh8.6 >/dev/null \
@@ -74,34 +120,12 @@ printf '#!/bin/sh\nexit 0\n' > "$shim/wasm-opt"
 chmod +x "$shim/wasm-opt"
 export PATH="$shim:$PATH"
 
-case "$variant" in
-  optimized) FEAT="-mbulk-memory -mnontrapping-fptoint"; OPTC="-O3 $FEAT"; LTO_CONF="--with-lto=thin"; PYMALLOC="--with-pymalloc";;
-  plain)     FEAT=""; OPTC="-O3"; LTO_CONF=""; PYMALLOC="--without-pymalloc";;
-esac
 MAP="-ffile-prefix-map=$work=/wasmbox -fdebug-prefix-map=$work=/wasmbox"
 WCC="clang-19 --target=wasm32-wasi --sysroot=$SYSROOT"
 export AR=llvm-ar-19 RANLIB=llvm-ranlib-19 READELF=llvm-readelf-19 STRIP=llvm-strip-19
 # configure looks llvm-ar up on PATH (bookworm has llvm-ar 14 there, too old for LLVM 19 bitcode): an absolute path wins
 export LLVM_AR=/usr/bin/llvm-ar-19 LLVM_PROFDATA=/usr/bin/llvm-profdata-19
 
-native="$work/native"; stage="$work/stage"
-ship() {
-  gzip -9 -n -c "$stage/python.wasm" > "$out/python.wasm.gz"
-  mkdir -p "$out/uninstrumented"
-  gzip -9 -n -c "$stage/python-uninstrumented.wasm" > "$out/uninstrumented/python.wasm.gz"
-  cp "$stage/stdlib.zip" "$stage/tzdata.zip" "$out/"
-  "$native/python" -E -s "$here/tools/buildinfo.py" --variant "$variant" --versions "$here/versions.env" \
-    --stage "$stage" --out "$out" --instrument "$stage/instrument.json" --cflags="$OPTC" \
-    --configure="$PYMALLOC $LTO_CONF" --measured "$here/MEASURED" > "$out/BUILDINFO"
-  (cd "$out" && sha256sum python.wasm.gz stdlib.zip tzdata.zip BUILDINFO uninstrumented/python.wasm.gz > SHA256SUMS)
-}
-
-# --reship: regenerate BUILDINFO (e.g. after pyruntime/MEASURED changed) and SHA256SUMS from the last build's
-# stage, without rebuilding.
-if [ "$reship" = 1 ]; then
-  [ -f "$stage/python.wasm" ] || { echo "build.sh: --reship needs a previous build in $work" >&2; exit 1; }
-  ship; log "reshipped -> $out"; exit 0
-fi
 
 # --- C libraries for wasm -------------------------------------------------------------------------------------
 deps="$work/deps"; rm -rf "$deps"; mkdir -p "$deps/include" "$deps/lib"
@@ -176,10 +200,7 @@ MK
 log "instrument"
 rm -rf "$stage"; mkdir -p "$stage"
 llvm-strip-19 --strip-all -o "$stage/python-uninstrumented.wasm" "$cross/python-reactor.wasm"
-(cd "$repo" && go run ./pyruntime/cmd/wasm-instrument -stats-json "$stage/instrument.json" \
-   "$stage/python-uninstrumented.wasm" "$stage/python.wasm")
-bad=$(cd "$repo" && go run ./pyruntime/cmd/wasm-instrument -list-imports "$stage/python.wasm" | grep -v -E '^(wasi_snapshot_preview1|wasmbox_v1)\.' || true)
-[ -z "$bad" ] || { echo "build.sh: unexpected imports:"$'\n'"$bad" >&2; exit 1; }
+instrument
 
 # --- stdlib -----------------------------------------------------------------------------------------------------
 log "stdlib"

@@ -16,6 +16,8 @@ const (
 	OpEnd        Opcode = 0x0b
 	OpMemoryInit Opcode = 0xfc08
 	OpDataDrop   Opcode = 0xfc09
+	OpMemoryCopy Opcode = 0xfc0a
+	OpMemoryFill Opcode = 0xfc0b
 )
 
 // Instr is one decoded instruction.
@@ -26,6 +28,9 @@ type Instr struct {
 	// Arg is the first immediate if it is an index (label, function, type, local, global, table, memory,
 	// data or element) or an integer constant (i32/i64 .const, sign-extended to 64 bits).
 	Arg uint64
+	// Arg2 is the second index of an instruction with two (call_indirect's table, memory.copy's source
+	// memory, memory.init's memory, table.init's table, table.copy's source table).
+	Arg2 uint64
 }
 
 // immediate kinds
@@ -134,9 +139,11 @@ func scanExpr(r *reader, visit func(Instr) error) error {
 			}
 			in.Arg = uint64(v)
 			if kind == immIdx2 {
-				if _, err := r.u32(); err != nil {
+				v, err := r.u32()
+				if err != nil {
 					return err
 				}
+				in.Arg2 = uint64(v)
 			}
 		case immBrTable:
 			n, err := r.u32()

@@ -11,6 +11,15 @@ const (
 	FuelExport      = "wasmbox_fuel"
 	StackPointer    = "__stack_pointer"
 	DefaultInterval = 10000
+
+	// BulkShift sets what a bulk memory operation costs: one unit of the counter (one loop iteration) per
+	// 1<<BulkShift bytes copied or filled. At 256 bytes a unit, the default interval is 2.5 MiB of copying, a
+	// tick every 0.1 ms on memory already touched and every few ms on fresh pages, which fault on first write.
+	BulkShift = 8
+	// BulkChunk is the largest single memory.copy or memory.fill the instrumented module runs: a longer one is
+	// split into chunks of this size, each charged before it runs, so one instruction cannot outlast the
+	// deadline (a 900 MB copy to fresh pages takes seconds).
+	BulkChunk = 1 << 20
 )
 
 // InstrumentOptions configure Instrument. The zero value is the default.
@@ -25,13 +34,19 @@ type InstrumentOptions struct {
 
 // InstrumentStats describe what Instrument did.
 type InstrumentStats struct {
-	Functions            int    `json:"functions"` // defined functions, the helper not included
-	Loops                int    `json:"loops"`     // loops instrumented
-	SizeBefore           int    `json:"size_before"`
-	SizeAfter            int    `json:"size_after"`
+	Functions  int `json:"functions"` // defined functions, the helper not included
+	Loops      int `json:"loops"`     // loops instrumented
+	SizeBefore int `json:"size_before"`
+	SizeAfter  int `json:"size_after"`
+	// BulkCopies and BulkFills count the memory.copy and memory.fill instructions replaced by a call of
+	// CopyFunc and FillFunc (0 when there are none).
+	BulkCopies           int    `json:"bulk_copies"`
+	BulkFills            int    `json:"bulk_fills"`
 	TickFunc             uint32 `json:"tick_func"`
 	InterruptFunc        uint32 `json:"interrupt_func"`
 	HelperFunc           uint32 `json:"helper_func"`
+	CopyFunc             uint32 `json:"copy_func"`
+	FillFunc             uint32 `json:"fill_func"`
 	FuelGlobal           uint32 `json:"fuel_global"`
 	StackPointerExported bool   `json:"stack_pointer_exported"` // exported by this run
 	// UnexportedMutableGlobals counts the defined mutable globals still not exported (a snapshot misses them).
@@ -70,12 +85,99 @@ func helperBody(tick, interrupt, fuel uint32, interval int32) []byte {
 	return append(appendULEB(b, uint64(fuel)), 0x0b)
 }
 
+// chargeSequence charges the length in local 2 to the counter before a bulk operation:
+//
+//	global.get $fuel; local.get 2; i32.const BulkShift; i32.shr_u; i32.sub; global.set $fuel
+//	global.get $fuel; i32.const 0; i32.le_s; if (empty) call $tick_slow end
+//
+// The counter is at least 1 before (every check that takes it to 0 or below calls $tick_slow, which stores a
+// positive value) and the charge is at most BulkChunk>>BulkShift, so it cannot wrap.
+func chargeSequence(fuel, helper uint32) []byte {
+	g := appendULEB(nil, uint64(fuel))
+	b := append(append([]byte{0x23}, g...), 0x20, 0x02, 0x41, BulkShift, 0x76, 0x6b, 0x24)
+	b = append(append(append(b, g...), 0x23), g...)
+	b = append(b, 0x41, 0x00, 0x4c, 0x04, 0x40, 0x10)
+	return append(appendULEB(b, uint64(helper)), 0x0b)
+}
+
+// bulkBody is the code of $bulk_copy (fill false) or $bulk_fill (fill true), of type (i32 i32 i32) -> (),
+// which replace memory.copy (dst, src, n) and memory.fill (dst, value, n):
+//
+//	(local $c i32)
+//	local.get $n; i32.const BulkChunk; i32.le_u
+//	if  <charge n>; local.get 0; local.get 1; local.get $n; memory.copy|fill; return  end
+//	;; out of bounds: run the instruction whole, which traps before it writes anything
+//	<dst+n > memory size> [or <src+n > memory size>]
+//	if  local.get 0; local.get 1; local.get $n; memory.copy|fill; return  end
+//	;; copy: when dst > src, copy the chunks from the end, as memmove does, so an overlap reads no byte
+//	;; already overwritten
+//	[local.get 0; local.get 1; i32.gt_u
+//	 if  loop  $c = min(n, BulkChunk); $n -= $c; call $self(dst+$n, src+$n, $c); br_if ($n) 0  end
+//	 else]
+//	  loop  $c = min(n, BulkChunk); call $self(dst, src|value, $c); dst += $c; [src += $c;] $n -= $c; br_if ($n) 0  end
+//	[end]
+//
+// Each chunk goes through the fast path, so it is charged (and may tick) before it runs.
+func bulkBody(self, fuel, helper uint32, fill bool) []byte {
+	op := []byte{0xfc, 0x0a, 0x00, 0x00}
+	if fill {
+		op = []byte{0xfc, 0x0b, 0x00}
+	}
+	chunk := appendSLEB([]byte{0x41}, BulkChunk) // i32.const BulkChunk
+	call := appendULEB([]byte{0x10}, uint64(self))
+	whole := append(append([]byte{0x20, 0x00, 0x20, 0x01, 0x20, 0x02}, op...), 0x0f) // the op; return
+	// local.get x; i64.extend_i32_u; local.get $n; i64.extend_i32_u; i64.add;
+	// memory.size; i64.extend_i32_u; i64.const 16; i64.shl; i64.gt_u
+	beyond := func(x byte) []byte {
+		return []byte{0x20, x, 0xad, 0x20, 0x02, 0xad, 0x7c, 0x3f, 0x00, 0xad, 0x42, 0x10, 0x86, 0x56}
+	}
+	// $c = select(BulkChunk, $n, $n > BulkChunk)
+	minChunk := append(append(append(append([]byte(nil), chunk...), 0x20, 0x02, 0x20, 0x02), chunk...),
+		0x4b, 0x1b, 0x21, 0x03)
+
+	b := []byte{0x01, 0x01, byte(I32)} // (local $c i32)
+	b = append(append(append(b, 0x20, 0x02), chunk...), 0x4d, 0x04, 0x40)
+	b = append(append(append(b, chargeSequence(fuel, helper)...), whole...), 0x0b)
+	b = append(b, beyond(0x00)...)
+	if !fill {
+		b = append(append(b, beyond(0x01)...), 0x72) // i32.or
+	}
+	b = append(append(append(b, 0x04, 0x40), whole...), 0x0b)
+	if !fill {
+		b = append(b, 0x20, 0x00, 0x20, 0x01, 0x4b, 0x04, 0x40, 0x03, 0x40)
+		b = append(b, minChunk...)
+		b = append(b, 0x20, 0x02, 0x20, 0x03, 0x6b, 0x21, 0x02) // $n -= $c
+		b = append(b, 0x20, 0x00, 0x20, 0x02, 0x6a, 0x20, 0x01, 0x20, 0x02, 0x6a, 0x20, 0x03)
+		b = append(append(b, call...), 0x20, 0x02, 0x0d, 0x00, 0x0b, 0x05)
+	}
+	b = append(append(b, 0x03, 0x40), minChunk...)
+	b = append(append(b, 0x20, 0x00, 0x20, 0x01, 0x20, 0x03), call...)
+	b = append(b, 0x20, 0x00, 0x20, 0x03, 0x6a, 0x21, 0x00) // dst += $c
+	if !fill {
+		b = append(b, 0x20, 0x01, 0x20, 0x03, 0x6a, 0x21, 0x01) // src += $c
+	}
+	b = append(b, 0x20, 0x02, 0x20, 0x03, 0x6b, 0x22, 0x02, 0x0d, 0x00, 0x0b) // $n -= $c; br_if 0
+	if !fill {
+		b = append(b, 0x0b)
+	}
+	return append(b, 0x0b)
+}
+
 // Instrument applies the hard-deadline rewrite: after every loop header it inserts CheckSequence, which
 // decrements the new exported mutable i32 global wasmbox_fuel (initialised to the interval) and, when it
 // reaches zero, calls an appended helper function. The helper calls the import wasmbox_v1.tick () -> i32,
 // calls the exported wasmbox_interrupt () if the result r is negative and uses -r, uses the interval if the
-// result is zero, and stores the result in the counter. No branch depth, function or global index changes:
-// the module must already import tick, since adding an import would renumber every function.
+// result is zero, and stores the result in the counter.
+//
+// A loop header is not enough where one instruction does a loop's work: every memory.copy and memory.fill
+// becomes a call of an appended function of type (i32 i32 i32) -> () (the type is appended if the module lacks
+// it) that charges the length to the counter (one unit per 1<<BulkShift bytes, calling the helper when the
+// counter reaches zero or below) before it runs the instruction, in chunks of at most BulkChunk bytes, each
+// charged before it is written. Results, overlapping copies and out-of-bounds traps are those of the
+// instruction. (memory.grow is not charged: growing only maps pages; writing them is.)
+//
+// No branch depth, function or global index changes: the module must already import tick, since adding an
+// import would renumber every function.
 func Instrument(wasm []byte, opts InstrumentOptions) ([]byte, InstrumentStats, error) {
 	st := InstrumentStats{SizeBefore: len(wasm)}
 	interval := opts.Interval
@@ -156,38 +258,84 @@ func Instrument(wasm []byte, opts InstrumentOptions) ([]byte, InstrumentStats, e
 	}
 	m.setSection(secExport, encodeVec(exports))
 
-	// The helper function and the instrumented bodies.
-	st.Functions = len(m.funcs)
-	st.HelperFunc = m.numImportedFuncs + uint32(len(m.funcs))
-	m.setSection(secFunction, encodeVec(append(m.funcRaw, appendULEB(nil, uint64(voidIdx)))))
-	seq := CheckSequence(st.FuelGlobal, st.HelperFunc)
-	bodies := make([][]byte, 0, len(m.bodies)+1)
-	for _, b := range m.bodies {
-		var cuts []int // offsets in b.Code after which seq goes
+	// Where the checks go: after every loop's block type, and in place of every memory.copy and memory.fill.
+	type edit struct {
+		at, end int // offsets in the body's Code: the bytes [at, end) are replaced
+		op      Opcode
+	}
+	edits := make([][]edit, len(m.bodies))
+	for i, b := range m.bodies {
 		err := b.Scan(func(in Instr) error {
-			if in.Op == OpLoop {
-				cuts = append(cuts, in.End-b.Offset)
+			switch in.Op {
+			case OpLoop:
+				edits[i] = append(edits[i], edit{in.End - b.Offset, in.End - b.Offset, OpLoop})
+				st.Loops++
+			case OpMemoryCopy, OpMemoryFill:
+				if in.Arg != 0 || in.Arg2 != 0 {
+					return fmt.Errorf("wasmbin: offset %#x: a bulk memory operation on memory %d (one memory "+
+						"supported)", in.Offset, max(in.Arg, in.Arg2))
+				}
+				edits[i] = append(edits[i], edit{in.Offset - b.Offset, in.End - b.Offset, in.Op})
+				if in.Op == OpMemoryCopy {
+					st.BulkCopies++
+				} else {
+					st.BulkFills++
+				}
 			}
 			return nil
 		})
 		if err != nil {
 			return nil, st, err
 		}
-		if len(cuts) == 0 {
+	}
+
+	// The helper functions: $tick_slow, then $bulk_copy and $bulk_fill if the module has such instructions.
+	st.Functions = len(m.funcs)
+	st.HelperFunc = m.numImportedFuncs + uint32(len(m.funcs))
+	funcRaw := append(append(make([][]byte, 0, len(m.funcRaw)+3), m.funcRaw...), appendULEB(nil, uint64(voidIdx)))
+	next := st.HelperFunc + 1
+	if st.BulkCopies+st.BulkFills > 0 {
+		bulkType := m.addFuncType(FuncType{Params: []ValType{I32, I32, I32}})
+		if st.BulkCopies > 0 {
+			st.CopyFunc, next = next, next+1
+			funcRaw = append(funcRaw, appendULEB(nil, uint64(bulkType)))
+		}
+		if st.BulkFills > 0 {
+			st.FillFunc = next
+			funcRaw = append(funcRaw, appendULEB(nil, uint64(bulkType)))
+		}
+	}
+	m.setSection(secFunction, encodeVec(funcRaw))
+
+	insert := map[Opcode][]byte{
+		OpLoop:       CheckSequence(st.FuelGlobal, st.HelperFunc),
+		OpMemoryCopy: appendULEB([]byte{0x10}, uint64(st.CopyFunc)),
+		OpMemoryFill: appendULEB([]byte{0x10}, uint64(st.FillFunc)),
+	}
+	bodies := make([][]byte, 0, len(m.bodies)+3)
+	for i, b := range m.bodies {
+		if len(edits[i]) == 0 {
 			bodies = append(bodies, b.raw)
 			continue
 		}
-		st.Loops += len(cuts)
-		code, prev := make([]byte, 0, len(b.Code)+len(cuts)*len(seq)), 0
-		for _, c := range cuts {
-			code = append(append(code, b.Code[prev:c]...), seq...)
-			prev = c
+		code, prev := make([]byte, 0, len(b.Code)+len(edits[i])*len(insert[OpLoop])), 0
+		for _, e := range edits[i] {
+			code = append(append(code, b.Code[prev:e.at]...), insert[e.op]...)
+			prev = e.end
 		}
 		code = append(code, b.Code[prev:]...)
 		bodies = append(bodies, append(appendULEB(nil, uint64(len(code))), code...))
 	}
-	helper := helperBody(st.TickFunc, st.InterruptFunc, st.FuelGlobal, interval)
-	bodies = append(bodies, append(appendULEB(nil, uint64(len(helper))), helper...))
+	helpers := [][]byte{helperBody(st.TickFunc, st.InterruptFunc, st.FuelGlobal, interval)}
+	if st.BulkCopies > 0 {
+		helpers = append(helpers, bulkBody(st.CopyFunc, st.FuelGlobal, st.HelperFunc, false))
+	}
+	if st.BulkFills > 0 {
+		helpers = append(helpers, bulkBody(st.FillFunc, st.FuelGlobal, st.HelperFunc, true))
+	}
+	for _, h := range helpers {
+		bodies = append(bodies, append(appendULEB(nil, uint64(len(h))), h...))
+	}
 	m.setSection(secCode, encodeVec(bodies))
 
 	out := m.Encode()
@@ -256,4 +404,25 @@ func (m *Module) globalNames() (map[uint32]string, bool) {
 		}
 	}
 	return nil, false
+}
+
+// addFuncType returns the index of the function type, appending it to the type section if it is not there
+// (at the end, so no type index changes).
+func (m *Module) addFuncType(ft FuncType) uint32 {
+	for i, t := range m.types {
+		if t.equal(ft) {
+			return uint32(i)
+		}
+	}
+	var payload []byte
+	if s := m.section(secType); s != nil {
+		r := &reader{b: s.Payload}
+		n, _ := r.u32() // decoded before
+		payload = append(appendULEB(nil, uint64(n)+1), s.Payload[r.pos:]...)
+	} else {
+		payload = appendULEB(nil, 1)
+	}
+	m.setSection(secType, append(payload, ft.encode()...))
+	m.types = append(m.types, ft)
+	return uint32(len(m.types) - 1)
 }

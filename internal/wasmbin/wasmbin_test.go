@@ -539,8 +539,14 @@ func TestWasmOpt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	bulk, _ := instrument(t, bulkModule(bulkPages), InstrumentOptions{})
+	bulkSnap, err := RewriteForSnapshot(bulk, map[string]uint64{FuelExport: 7}, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, b := range map[string][]byte{"kitchen": kitchen108, "kitchen-instrumented": kitchen,
-		"loops-instrumented": loops, "loops": loopModule(true, false), "snapshot": snap} {
+		"loops-instrumented": loops, "loops": loopModule(true, false), "snapshot": snap, "bulk": bulkModule(bulkPages),
+		"bulk-instrumented": bulk, "bulk-snapshot": bulkSnap} {
 		if err := validate(name, b); err != nil {
 			t.Errorf("%s: %v", name, err)
 		}
