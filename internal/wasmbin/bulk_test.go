@@ -47,24 +47,37 @@ func TestInstrumentBulkSemantics(t *testing.T) {
 	ctx := context.Background()
 	in := bulkModule(bulkPages)
 	out, st := instrument(t, in, InstrumentOptions{})
-	if st.BulkCopies != 2 || st.BulkFills != 1 || st.HelperFunc != 5 || st.CopyFunc != 6 || st.FillFunc != 7 {
+	if st.BulkCopies != 3 || st.BulkFills != 1 || st.BulkShort != 1 || st.HelperFunc != 6 || st.CopyFunc != 7 ||
+		st.FillFunc != 8 {
 		t.Fatalf("stats %+v", st)
 	}
 	m := mustDecode(t, out)
 	if len(m.Types()) != len(mustDecode(t, in).Types()) {
 		t.Error("a type was added although (i32 i32 i32) -> () exists")
 	}
-	var left int
-	if err := m.ScanCode(func(fn uint32, in Instr) error {
-		if (in.Op == OpMemoryCopy || in.Op == OpMemoryFill) && fn < st.CopyFunc {
-			left++
+	// The scratch locals come after the parameters and locals: copy and fill have 3 parameters, spin 1, short
+	// none and one i64 local, so its scratch locals start at 1 too.
+	for _, seq := range []struct {
+		b []byte
+		n int
+	}{
+		{BulkSequence(false, 3, st.FuelGlobal, st.HelperFunc, st.CopyFunc), 1},
+		{BulkSequence(true, 3, st.FuelGlobal, st.HelperFunc, st.FillFunc), 1},
+		{BulkSequence(false, 1, st.FuelGlobal, st.HelperFunc, st.CopyFunc), 2}, // spin, short
+		{[]byte{0x41, 0xff, 0x01, 0xfc, 0x0a, 0x00, 0x00}, 1},                  // the short copy, unchanged
+	} {
+		if n := bytes.Count(out, seq.b); n != seq.n {
+			t.Errorf("%x: %d times", seq.b, n)
 		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
 	}
-	if left != 0 {
-		t.Errorf("%d bulk instructions left outside the helpers", left)
+	for _, fn := range []uint32{2, 3, 4, 5} {
+		want := []byte{1, 3, byte(I32)}
+		if fn == 5 {
+			want = []byte{2, 1, byte(I64), 3, byte(I32)}
+		}
+		if b := m.Bodies()[fn-1]; !bytes.Equal(b.Code[:b.Expr], want) {
+			t.Errorf("function %d: locals %x, want %x", fn, b.Code[:b.Expr], want)
+		}
 	}
 
 	r, _ := newRuntime(t, ctx, func(context.Context, int) int32 { return 0 })
@@ -121,6 +134,10 @@ func TestInstrumentBulkCharges(t *testing.T) {
 		mod := instantiate(t, ctx, r, out, "m")
 		fuel := func() uint64 { return mod.ExportedGlobal(FuelExport).Get() }
 		want := uint64(big)
+		call(t, ctx, mod, "short") // 255 bytes free, 256 one unit
+		if want--; fuel() != want {
+			t.Errorf("short: counter %d, want %d", fuel(), want)
+		}
 		for _, tc := range []bulkCase{{"copy", 0, 100, 255}, {"copy", 0, 100, 256}, {"fill", 9, 1, 1000},
 			{"copy", 1000, 0, 5*BulkChunk/2 + 300}, {"copy", 0, 1000, 3 * BulkChunk}, {"fill", 0, 2, 2*BulkChunk + 1}} {
 			call(t, ctx, mod, tc.fn, tc.a, tc.b, tc.n)

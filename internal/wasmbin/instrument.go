@@ -1,6 +1,9 @@
 package wasmbin
 
-import "fmt"
+import (
+	"fmt"
+	"math"
+)
 
 // ABI names the instrumentation uses. They repeat hostfuncs/abi.go to keep this package free of
 // dependencies; TestABIConstants checks that they match.
@@ -38,15 +41,16 @@ type InstrumentStats struct {
 	Loops      int `json:"loops"`     // loops instrumented
 	SizeBefore int `json:"size_before"`
 	SizeAfter  int `json:"size_after"`
-	// BulkCopies and BulkFills count the memory.copy and memory.fill instructions replaced by a call of
-	// CopyFunc and FillFunc (0 when there are none).
+	// BulkCopies and BulkFills count the memory.copy and memory.fill instructions replaced by BulkSequence;
+	// BulkShort those left as they are, since a constant length below 1<<BulkShift costs nothing.
 	BulkCopies           int    `json:"bulk_copies"`
 	BulkFills            int    `json:"bulk_fills"`
+	BulkShort            int    `json:"bulk_short"`
 	TickFunc             uint32 `json:"tick_func"`
 	InterruptFunc        uint32 `json:"interrupt_func"`
 	HelperFunc           uint32 `json:"helper_func"`
-	CopyFunc             uint32 `json:"copy_func"`
-	FillFunc             uint32 `json:"fill_func"`
+	CopyFunc             uint32 `json:"copy_func"` // $bulk_copy, 0 without copies
+	FillFunc             uint32 `json:"fill_func"` // $bulk_fill, 0 without fills
 	FuelGlobal           uint32 `json:"fuel_global"`
 	StackPointerExported bool   `json:"stack_pointer_exported"` // exported by this run
 	// UnexportedMutableGlobals counts the defined mutable globals still not exported (a snapshot misses them).
@@ -85,19 +89,45 @@ func helperBody(tick, interrupt, fuel uint32, interval int32) []byte {
 	return append(appendULEB(b, uint64(fuel)), 0x0b)
 }
 
-// chargeSequence charges the length in local 2 to the counter before a bulk operation:
+// chargeSequence charges the length in local n to the counter before a bulk operation:
 //
-//	global.get $fuel; local.get 2; i32.const BulkShift; i32.shr_u; i32.sub; global.set $fuel
+//	global.get $fuel; local.get n; i32.const BulkShift; i32.shr_u; i32.sub; global.set $fuel
 //	global.get $fuel; i32.const 0; i32.le_s; if (empty) call $tick_slow end
 //
 // The counter is at least 1 before (every check that takes it to 0 or below calls $tick_slow, which stores a
 // positive value) and the charge is at most BulkChunk>>BulkShift, so it cannot wrap.
-func chargeSequence(fuel, helper uint32) []byte {
+func chargeSequence(fuel, helper, n uint32) []byte {
 	g := appendULEB(nil, uint64(fuel))
-	b := append(append([]byte{0x23}, g...), 0x20, 0x02, 0x41, BulkShift, 0x76, 0x6b, 0x24)
-	b = append(append(append(b, g...), 0x23), g...)
-	b = append(b, 0x41, 0x00, 0x4c, 0x04, 0x40, 0x10)
+	b := appendULEB(append(append([]byte{0x23}, g...), 0x20), uint64(n))
+	b = append(append(append(b, 0x41, BulkShift, 0x76, 0x6b, 0x24), g...), 0x23)
+	b = append(append(b, g...), 0x41, 0x00, 0x4c, 0x04, 0x40, 0x10)
 	return append(appendULEB(b, uint64(helper)), 0x0b)
+}
+
+// BulkSequence returns the bytes Instrument puts in place of a memory.copy (or with fill, a memory.fill) in a
+// function whose scratch i32 locals start at index d, for the fuel global, the helper $tick_slow and the
+// function $bulk_copy (or $bulk_fill):
+//
+//	local.set d+2; local.set d+1; local.set d          ;; n, src or value, dst
+//	local.get d+2; i32.const BulkChunk; i32.le_u
+//	if    <charge n>; local.get d; local.get d+1; local.get d+2; memory.copy|fill
+//	else  local.get d; local.get d+1; local.get d+2; call $bulk
+//	end
+//
+// The common short operation is charged inline; a long one is left to $bulk, which runs it in charged chunks.
+func BulkSequence(fill bool, d, fuel, helper, bulk uint32) []byte {
+	get := func(b []byte, op byte, i uint32) []byte { return appendULEB(append(b, op), uint64(d+i)) }
+	args := func(b []byte) []byte { return get(get(get(b, 0x20, 0), 0x20, 1), 0x20, 2) }
+	b := get(get(get(nil, 0x21, 2), 0x21, 1), 0x21, 0)
+	b = append(appendSLEB(append(get(b, 0x20, 2), 0x41), BulkChunk), 0x4d, 0x04, 0x40)
+	b = args(append(b, chargeSequence(fuel, helper, d+2)...))
+	if fill {
+		b = append(b, 0xfc, 0x0b, 0x00)
+	} else {
+		b = append(b, 0xfc, 0x0a, 0x00, 0x00)
+	}
+	b = append(appendULEB(append(args(append(b, 0x05)), 0x10), uint64(bulk)), 0x0b)
+	return b
 }
 
 // bulkBody is the code of $bulk_copy (fill false) or $bulk_fill (fill true), of type (i32 i32 i32) -> (),
@@ -137,7 +167,7 @@ func bulkBody(self, fuel, helper uint32, fill bool) []byte {
 
 	b := []byte{0x01, 0x01, byte(I32)} // (local $c i32)
 	b = append(append(append(b, 0x20, 0x02), chunk...), 0x4d, 0x04, 0x40)
-	b = append(append(append(b, chargeSequence(fuel, helper)...), whole...), 0x0b)
+	b = append(append(append(b, chargeSequence(fuel, helper, 2)...), whole...), 0x0b)
 	b = append(b, beyond(0x00)...)
 	if !fill {
 		b = append(append(b, beyond(0x01)...), 0x72) // i32.or
@@ -170,11 +200,13 @@ func bulkBody(self, fuel, helper uint32, fill bool) []byte {
 // result is zero, and stores the result in the counter.
 //
 // A loop header is not enough where one instruction does a loop's work: every memory.copy and memory.fill
-// becomes a call of an appended function of type (i32 i32 i32) -> () (the type is appended if the module lacks
-// it) that charges the length to the counter (one unit per 1<<BulkShift bytes, calling the helper when the
-// counter reaches zero or below) before it runs the instruction, in chunks of at most BulkChunk bytes, each
-// charged before it is written. Results, overlapping copies and out-of-bounds traps are those of the
-// instruction. (memory.grow is not charged: growing only maps pages; writing them is.)
+// whose length is not a constant below 1<<BulkShift becomes BulkSequence, which charges the length to the
+// counter (one unit per 1<<BulkShift bytes, calling the helper when the counter reaches zero or below) before
+// the instruction runs, using three i32 locals added to the function. An operation longer than BulkChunk goes
+// to an appended function of type (i32 i32 i32) -> () (the type is appended if the module lacks it) that runs
+// it in chunks of at most BulkChunk bytes, each charged before it is written. Results, overlapping copies and
+// out-of-bounds traps are those of the instruction. (memory.grow is not charged: growing only maps pages;
+// writing them is.)
 //
 // No branch depth, function or global index changes: the module must already import tick, since adding an
 // import would renumber every function.
@@ -264,8 +296,11 @@ func Instrument(wasm []byte, opts InstrumentOptions) ([]byte, InstrumentStats, e
 		op      Opcode
 	}
 	edits := make([][]edit, len(m.bodies))
+	bulkIn := make([]bool, len(m.bodies)) // the body gets scratch locals
 	for i, b := range m.bodies {
+		var prev Instr
 		err := b.Scan(func(in Instr) error {
+			defer func() { prev = in }()
 			switch in.Op {
 			case OpLoop:
 				edits[i] = append(edits[i], edit{in.End - b.Offset, in.End - b.Offset, OpLoop})
@@ -275,7 +310,12 @@ func Instrument(wasm []byte, opts InstrumentOptions) ([]byte, InstrumentStats, e
 					return fmt.Errorf("wasmbin: offset %#x: a bulk memory operation on memory %d (one memory "+
 						"supported)", in.Offset, max(in.Arg, in.Arg2))
 				}
+				if prev.Op == 0x41 && int64(prev.Arg) >= 0 && int64(prev.Arg) < 1<<BulkShift {
+					st.BulkShort++ // a constant length that costs nothing: no change
+					return nil
+				}
 				edits[i] = append(edits[i], edit{in.Offset - b.Offset, in.End - b.Offset, in.Op})
+				bulkIn[i] = true
 				if in.Op == OpMemoryCopy {
 					st.BulkCopies++
 				} else {
@@ -307,20 +347,35 @@ func Instrument(wasm []byte, opts InstrumentOptions) ([]byte, InstrumentStats, e
 	}
 	m.setSection(secFunction, encodeVec(funcRaw))
 
-	insert := map[Opcode][]byte{
-		OpLoop:       CheckSequence(st.FuelGlobal, st.HelperFunc),
-		OpMemoryCopy: appendULEB([]byte{0x10}, uint64(st.CopyFunc)),
-		OpMemoryFill: appendULEB([]byte{0x10}, uint64(st.FillFunc)),
-	}
+	check := CheckSequence(st.FuelGlobal, st.HelperFunc)
 	bodies := make([][]byte, 0, len(m.bodies)+3)
 	for i, b := range m.bodies {
 		if len(edits[i]) == 0 {
 			bodies = append(bodies, b.raw)
 			continue
 		}
-		code, prev := make([]byte, 0, len(b.Code)+len(edits[i])*len(insert[OpLoop])), 0
+		code, prev := make([]byte, 0, len(b.Code)+len(edits[i])*64), 0
+		var copySeq, fillSeq []byte
+		if bulkIn[i] {
+			// three scratch i32 locals after the others: the local declarations get one more entry
+			var d uint32
+			var err error
+			if code, d, prev, err = m.addLocals(code, b, 3); err != nil {
+				return nil, st, err
+			}
+			copySeq = BulkSequence(false, d, st.FuelGlobal, st.HelperFunc, st.CopyFunc)
+			fillSeq = BulkSequence(true, d, st.FuelGlobal, st.HelperFunc, st.FillFunc)
+		}
 		for _, e := range edits[i] {
-			code = append(append(code, b.Code[prev:e.at]...), insert[e.op]...)
+			code = append(code, b.Code[prev:e.at]...)
+			switch e.op {
+			case OpLoop:
+				code = append(code, check...)
+			case OpMemoryCopy:
+				code = append(code, copySeq...)
+			case OpMemoryFill:
+				code = append(code, fillSeq...)
+			}
 			prev = e.end
 		}
 		code = append(code, b.Code[prev:]...)
@@ -425,4 +480,25 @@ func (m *Module) addFuncType(ft FuncType) uint32 {
 	m.setSection(secType, append(payload, ft.encode()...))
 	m.types = append(m.types, ft)
 	return uint32(len(m.types) - 1)
+}
+
+// addLocals appends to code the local declarations of body b with n more i32 locals, returning the index of
+// the first new local and the offset in b.Code where the expression starts.
+func (m *Module) addLocals(code []byte, b Body, n uint32) ([]byte, uint32, int, error) {
+	ft, _ := m.FuncType(b.Func)
+	idx := uint64(len(ft.Params))
+	r := &reader{b: b.Code[:b.Expr]}
+	groups, _ := r.u32() // Decode read these declarations already
+	from := r.pos
+	for !r.done() {
+		c, _ := r.u32()
+		r.pos++ // the type
+		idx += uint64(c)
+	}
+	if idx+uint64(n) > math.MaxUint32 || groups == math.MaxUint32 {
+		return nil, 0, 0, fmt.Errorf("wasmbin: function %d: too many locals to add %d", b.Func, n)
+	}
+	code = append(appendULEB(code, uint64(groups)+1), b.Code[from:b.Expr]...)
+	code = append(appendULEB(code, uint64(n)), byte(I32))
+	return code, uint32(idx), b.Expr, nil
 }

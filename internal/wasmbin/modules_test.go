@@ -211,17 +211,19 @@ const bulkPages = 160
 
 // bulkModule is the bulk memory test module. Functions: 0 wasmbox_v1.tick, 1 wasmbox_interrupt (counts calls in
 // the exported global "interrupts"), 2 copy(dst, src, n) (one memory.copy), 3 fill(dst, value, n) (one
-// memory.fill), 4 spin(n) (an endless loop copying n bytes from 0 to n). Memory: pages, fixed.
+// memory.fill), 4 spin(n) (an endless loop copying n bytes from 0 to n), 5 short() (copies 255 bytes, then 256,
+// from 0 to 1000, with constant lengths). Memory: pages, fixed.
 func bulkModule(pages uint64) []byte {
 	t3 := functype([]byte{byte(I32), byte(I32), byte(I32)}, nil)
 	return module(
 		sec(secType, vecOf(tI32, tVoid, t3, functype(i32, nil))),
 		sec(secImport, vecOf(importFunc(TickModule, TickName, 0))),
-		sec(secFunction, vecOf(u(1), u(2), u(2), u(3))),
+		sec(secFunction, vecOf(u(1), u(2), u(2), u(3), u(1))),
 		sec(secMemory, vecOf(cat([]byte{1}, u(pages), u(pages)))),
 		sec(secGlobal, vecOf(globalI32(true, 0))),
 		sec(secExport, vecOf(export(InterruptExport, KindFunc, 1), export("copy", KindFunc, 2),
-			export("fill", KindFunc, 3), export("spin", KindFunc, 4), export("interrupts", KindGlobal, 0),
+			export("fill", KindFunc, 3), export("spin", KindFunc, 4), export("short", KindFunc, 5),
+			export("interrupts", KindGlobal, 0),
 			export("memory", KindMemory, 0))),
 		sec(secCode, vecOf(
 			body(noLocals, 0x23, 0x00, 0x41, 0x01, 0x6a, 0x24, 0x00, 0x0b),
@@ -229,6 +231,8 @@ func bulkModule(pages uint64) []byte {
 			body(noLocals, 0x20, 0x00, 0x20, 0x01, 0x20, 0x02, 0xfc, 0x0b, 0x00, 0x0b),
 			// loop  local.get 0; i32.const 0; local.get 0; memory.copy; br 0  end
 			body(noLocals, 0x03, 0x40, 0x20, 0x00, 0x41, 0x00, 0x20, 0x00, 0xfc, 0x0a, 0x00, 0x00, 0x0c, 0x00, 0x0b, 0x0b),
+			body(locals(I64), 0x41, 0xe8, 0x07, 0x41, 0x00, 0x41, 0xff, 0x01, 0xfc, 0x0a, 0x00, 0x00,
+				0x41, 0xe8, 0x07, 0x41, 0x00, 0x41, 0x80, 0x02, 0xfc, 0x0a, 0x00, 0x00, 0x0b),
 		)),
 	)
 }
