@@ -46,7 +46,7 @@ log() { echo "sci/build.sh: $*" >&2; }
 die() { echo "sci/build.sh: $*" >&2; exit 1; }
 t0=$(date +%s)
 pkgs=${with//,/ }
-for p in $pkgs; do case "$p" in numpy|selftest) ;; *) die "unknown package $p";; esac; done
+for p in $pkgs; do case "$p" in numpy|pandas|selftest) ;; *) die "unknown package $p";; esac; done
 
 # --- toolchain: the base one plus libc++ for wasm32 and ninja ----------------------------------------------
 if ! [ -f /usr/lib/llvm-19/lib/wasm32-wasi/libc++.a ] || ! command -v ninja >/dev/null; then
@@ -58,7 +58,7 @@ fi
 
 # --- inputs (fetched and checked before the long base build, so a missing input fails at once) ---------------
 parts=""
-for p in $pkgs; do case "$p" in numpy) parts="$parts tools numpy";; esac; done
+for p in $pkgs; do case "$p" in numpy) parts="$parts tools numpy";; pandas) parts="$parts tools numpydev pandas";; esac; done
 if [ -n "$parts" ]; then
   "$here/fetch.sh" "$dl" $parts
   for part in $parts; do
@@ -66,6 +66,7 @@ if [ -n "$parts" ]; then
       tools) files="$MESON_DEB $CYTHON_DEB $MESONPY_DEB";;
       numpy) files="$NUMPY_ORIG";;
       pandas) files="$PANDAS_ORIG";;
+      numpydev) files="$NUMPYDEV_DEB $NUMPYBIN_DEB";;
     esac
     for f in $files; do
       (cd "$dl" && grep "  $f\$" "$here/inputs.sha256" | sha256sum -c --quiet -) || die "checksum mismatch or no pin: $f"
@@ -117,6 +118,48 @@ build_selftest() {
   echo "selftest" > "$d/VERSION"
 }
 
+# --- package: pandas ---------------------------------------------------------------------------------------
+# pandas' C and Cython sources through meson (meson-env.sh). Until numpy itself builds here, numpy's C headers
+# come from Debian's python3-numpy-dev of the same numpy version, with _numpyconfig.h regenerated for wasm32.
+build_pandas() {
+  local d="$pkgroot/pandas" s="$work/pandas-src" b="$work/pandas-build"
+  . "$here/meson-env.sh"
+  tools_setup
+  local npd="$work/numpy-dev"; rm -rf "$npd"; mkdir -p "$npd"; dpkg -x "$dl/$NUMPYDEV_DEB" "$npd"
+  local npinc; npinc=$(find "$npd" -type d -path '*numpy/_core/include' | head -1)
+  "$here/numpyconfig.sh" $WCC > "$npinc/numpy/_numpyconfig.h"
+  # numpy 2.2's npy_cpu.h knows wasm only as __EMSCRIPTEN__; wasm32-wasi defines __wasm__.
+  sed -i 's/^#elif defined(__EMSCRIPTEN__)$/#elif defined(__EMSCRIPTEN__) || defined(__wasm__)/' "$npinc/numpy/npy_cpu.h"
+  grep -q '__wasm__' "$npinc/numpy/npy_cpu.h" || die "could not patch npy_cpu.h"
+  touch -d "@$SOURCE_DATE_EPOCH" "$npinc/numpy/npy_cpu.h" "$npinc/numpy/_numpyconfig.h"
+  mkdir -p "$tools/stubs/numpy"
+  # numpy's own Cython declarations (Cython's bundled numpy .pxd is the numpy 1.x one)
+  local npb="$work/numpy-bin"; rm -rf "$npb"; mkdir -p "$npb"; dpkg -x "$dl/$NUMPYBIN_DEB" "$npb"
+  (cd "$npb/usr/lib/python3/dist-packages" && find numpy -name '*.pxd' | while read -r f; do
+     mkdir -p "$tools/stubs/$(dirname "$f")"; cp "$f" "$tools/stubs/$f"; done)
+  printf '# build-time stand-in: only get_include() is used, by meson.build\ndef get_include():\n    return %s\n' \
+    "'$npinc'" > "$tools/stubs/numpy/__init__.py"
+  printf '# build-time stand-in for the versioneer that Debian removed; never called when _version_meson exists\n' \
+    > "$tools/stubs/versioneer.py"
+  # SCI_INCREMENTAL=1 keeps an existing meson build tree (development only: ninja rebuilds what changed)
+  if [ "${SCI_INCREMENTAL:-0}" = 1 ] && [ -f "$b/build.ninja" ]; then
+    log "pandas: reusing the meson build tree $b"
+  else
+  rm -rf "$s" "$b"; mkdir -p "$s"; tar -C "$s" --strip-components=1 -xf "$dl/$PANDAS_ORIG"
+  # Debian's repack drops versioneer; pandas' meson.build then takes the version from _version_meson.py.
+  printf '__version__="%s"\n__git_version__=""\n' "$PANDAS_VERSION" > "$s/_version_meson.py"
+  meson_cross_file "$work/cross-wasm32.ini"; meson_native_file "$work/native.ini"
+  (cd "$s" && meson_env "$tbin/meson" setup --cross-file "$work/cross-wasm32.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
+     "$b" >"$work/pandas-setup.log" 2>&1) || { tail -30 "$work/pandas-setup.log" >&2; die "pandas: meson setup failed"; }
+  fi
+  (cd "$b" && meson_env ninja -j2 >"$work/pandas-ninja.log" 2>&1) || { grep -B2 -A12 -m3 'error' "$work/pandas-ninja.log" >&2; die "pandas: build failed"; }
+  mkdir -p "$d/py"
+  local n; n=$(collect_modules "$b" "$d"); log "pandas: $n extension modules"
+  (cd "$s" && find pandas -name '*.py' -not -path '*/tests/*' | while read -r f; do mkdir -p "$d/py/$(dirname "$f")"; cp "$f" "$d/py/$f"; done)
+  cp "$s/_version_meson.py" "$d/py/pandas/"
+  echo "$PANDAS_VERSION (numpy headers: python3-numpy-dev $NUMPYDEV_DEB_VERSION)" > "$d/VERSION"
+}
+
 # --- package: numpy -----------------------------------------------------------------------------------------
 build_numpy() {
   "$here/numpy.sh" "$work" "$dl" "$pkgroot/numpy"
@@ -155,7 +198,8 @@ dups=$(echo "$mods" | awk '{print $2}' | sort | uniq -d)
   sed -n '/\/\* Sentinel \*\//,$p' "$cross/Modules/config.c"
 } > "$cfg"
 grep -q '"wasmbox_scitest\|"numpy' "$cfg" || die "no package module reached the inittab"
-libs=$(ls "$pkgroot"/*/lib/*.a | tr '\n' ' ')
+$WCC $EXT_CFLAGS -c "$here/c/cxa_abort.c" -o "$work/cxa_abort.o"
+libs="$(ls "$pkgroot"/*/lib/*.a | tr '\n' ' ') $work/cxa_abort.o"
 cat > "$cross/sci.mk" <<'MK'
 include Makefile
 sci-config.o: $(SCI_CONFIG_C)

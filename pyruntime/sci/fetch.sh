@@ -2,7 +2,7 @@
 # fetch.sh DIR PART... — download the pinned inputs of the sci build from Debian's archive into DIR through a
 # private apt configuration (the machine's apt state is untouched), like pyruntime/fetch.sh.
 #
-# PART is tools (meson, Cython, meson-python), numpy or pandas. Each downloaded file is checked against
+# PART is tools (meson, Cython, meson-python), numpy, numpydev (numpy's C headers) or pandas. Each downloaded file is checked against
 # inputs.sha256 by build.sh. A part whose file the archive does not serve is an error that names the file.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -48,6 +48,8 @@ for part in "$@"; do
       binary cython3 "$CYTHON_DEB_VERSION" "$CYTHON_DEB"
       binary python3-mesonpy "$MESONPY_DEB_VERSION" "$MESONPY_DEB";;
     numpy)  orig numpy "$NUMPY_DEB_VERSION" "$NUMPY_ORIG";;
+    numpydev) binary python3-numpy-dev "$NUMPYDEV_DEB_VERSION" "$NUMPYDEV_DEB"
+              binary python3-numpy "$NUMPYBIN_DEB_VERSION" "$NUMPYBIN_DEB";;
     pandas) orig pandas "$PANDAS_DEB_VERSION" "$PANDAS_ORIG";;
     *) echo "fetch: unknown part $part" >&2; exit 2;;
   esac
