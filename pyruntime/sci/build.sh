@@ -152,6 +152,12 @@ build_pandas() {
   (cd "$s" && meson_env "$tbin/meson" setup --cross-file "$work/cross-wasm32.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
      "$b" >"$work/pandas-setup.log" 2>&1) || { tail -30 "$work/pandas-setup.log" >&2; die "pandas: meson setup failed"; }
   fi
+  # khash_python.h defines its allocator functions non-static in a header that several modules include: harmless
+  # in separate shared libraries, duplicate symbols in one static link. Make them static (idempotent).
+  sed -i -E 's/^(void \*|void )(traced_(malloc|calloc|realloc|free))\(/static \1\2(/' \
+    "$s/pandas/_libs/include/pandas/vendored/klib/khash_python.h"
+  [ "$(grep -cE '^static void \*?traced_' "$s/pandas/_libs/include/pandas/vendored/klib/khash_python.h")" = 4 ] \
+    || die "pandas: could not make khash_python.h's allocator functions static"
   (cd "$b" && meson_env ninja -j2 >"$work/pandas-ninja.log" 2>&1) || { grep -B2 -A12 -m3 'error' "$work/pandas-ninja.log" >&2; die "pandas: build failed"; }
   mkdir -p "$d/py"
   local n; n=$(collect_modules "$b" "$d"); log "pandas: $n extension modules"

@@ -62,6 +62,8 @@ llvm-ar-19 rcsD "$out" "${objs[@]}"
 printf '%s\n' "${libs[@]}" > "$out.libs"
 SH
   chmod +x "$tbin"/*
+  # fixed mtimes: ninja then sees the same tools on every run (and rebuilds only what really changed)
+  find "$tools" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
 }
 
 # meson_env CMD...: run CMD with the tools importable (meson, and ninja's calls back into meson).
@@ -114,7 +116,7 @@ collect_modules() {
     n=$((n + 1))
   done < <(find "$b" -name '*.cpython-*.so' | sort)
   if [ -s "$d/helper-libs.txt" ]; then
-    sort -u "$d/helper-libs.txt" | while read -r l; do cp "$l" "$d/lib/helper-$(basename "$l")"; done
+    sort -u "$d/helper-libs.txt" | grep -v "^$" | while read -r l; do cp "$l" "$d/lib/helper-$(basename "$l")"; done
   fi
   echo "$n"
 }

@@ -197,6 +197,45 @@ func TestSciNumpy(t *testing.T) {
 	}
 }
 
+// pandas: every extension module of the build is a registered builtin under its dotted name. With numpy in the
+// build, pandas imports and computes; without it, the modules' own numpy import is what fails.
+func TestSciPandas(t *testing.T) {
+	it := loadSci(t)
+	needModule(t, it, "pandas._libs.lib")
+	var want []string
+	for _, line := range strings.Split(it.BuildInfo, "\n") {
+		if rest, ok := strings.CutPrefix(line, "builtin modules added:"); ok {
+			for _, m := range strings.Fields(rest) {
+				if strings.HasPrefix(m, "pandas.") {
+					want = append(want, m)
+				}
+			}
+		}
+	}
+	sort.Strings(want)
+	sb := newSandbox(t, it, wasmbox.Config{Timeout: 20 * time.Second})
+	res := run(t, sb, "import sys\nprint(' '.join(sorted(m for m in sys.builtin_module_names if m.startswith('pandas.'))))")
+	if got := strings.TrimSpace(res.Stdout); got != strings.Join(want, " ") {
+		t.Fatalf("builtin pandas modules\n%s\nwant\n%s", got, strings.Join(want, " "))
+	}
+	if strings.Contains(it.BuildInfo, "numpy._core._multiarray_umath") {
+		res = run(t, sb, "import pandas as pd\ndf = pd.DataFrame({'k': [1, 2, 1], 'v': [1.0, 2.0, 3.0]})\nprint(df.groupby('k').v.sum().tolist())")
+		if strings.TrimSpace(res.Stdout) != "[4.0, 2.0]" {
+			t.Fatalf("groupby: %q %s", res.Stdout, res.Stderr)
+		}
+		return
+	}
+	res = run(t, sb, `try:
+    import pandas._libs.tslibs.base
+except ImportError as e:
+    print("ImportError", "numpy" in str(e) or "numpy" in repr(e.__cause__) or "numpy" in repr(e.__context__))
+else:
+    print("imported")`)
+	if strings.TrimSpace(res.Stdout) != "ImportError True" {
+		t.Fatalf("without numpy: %q %s", res.Stdout, res.Stderr)
+	}
+}
+
 func pyList(v []float64) string {
 	s := make([]string, len(v))
 	for i, x := range v {
