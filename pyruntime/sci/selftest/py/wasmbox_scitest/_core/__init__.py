@@ -1,0 +1,1 @@
+"""Subpackage holding the builtin wasmbox_scitest._core._native."""
