@@ -367,33 +367,36 @@ func underAny(rel string, roots []string, ancestors bool) bool {
 	return false
 }
 
+// lstatNoLink is root.Lstat(p) with a missing entry as (nil, nil) and a symlink as ErrHostSymlink: removals
+// never go through or remove a link.
+func lstatNoLink(root *os.Root, p string) (fs.FileInfo, error) {
+	st, err := root.Lstat(p)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, err
+	case st.Mode()&fs.ModeSymlink != 0:
+		return nil, fmt.Errorf("%q: %w", p, ErrHostSymlink)
+	}
+	return st, nil
+}
+
 // removeHost removes rel (a regular file, or an empty directory when dir)
 // if it exists; every parent must be a real directory. A directory that is
 // not empty is left in place (false, nil).
 func removeHost(root *os.Root, rel string, dir bool) (bool, error) {
 	parts := strings.Split(rel, "/")
 	for i := 1; i < len(parts); i++ {
-		p := strings.Join(parts[:i], "/")
-		st, err := root.Lstat(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			return false, nil
-		case err != nil:
-			return false, err
-		case st.Mode()&fs.ModeSymlink != 0:
-			return false, fmt.Errorf("%q: %w", p, ErrHostSymlink)
-		case !st.IsDir():
-			return false, nil // the parent is gone or replaced: nothing of ours there
+		st, err := lstatNoLink(root, strings.Join(parts[:i], "/"))
+		if st == nil || err != nil || !st.IsDir() {
+			return false, err // a parent that is gone or replaced holds nothing of ours
 		}
 	}
-	st, err := root.Lstat(rel)
+	st, err := lstatNoLink(root, rel)
 	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	case err != nil:
+	case st == nil || err != nil:
 		return false, err
-	case st.Mode()&fs.ModeSymlink != 0:
-		return false, fmt.Errorf("%q: %w", rel, ErrHostSymlink)
 	case dir != st.IsDir() || !dir && !st.Mode().IsRegular():
 		return false, fmt.Errorf("%q has another type on the host: %w", rel, ErrHostIrregular)
 	}
