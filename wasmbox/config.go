@@ -1,6 +1,7 @@
 package wasmbox
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -97,6 +98,15 @@ type Config struct {
 	// Interpreter replaces the embedded interpreter (assets.Load()), e.g. with one built with extra modules.
 	// It must speak the same ABI version; New checks its exports. Nil means the embedded one.
 	Interpreter *assets.Interpreter
+	// Closers live as long as the Sandbox: Close closes them, in reverse order, once the last run has ended
+	// (and New closes them if it fails). They are what the Sandbox's tools depend on, such as the MCP servers
+	// whose tools it serves (package mcp). Nil means none.
+	Closers []Closer
+}
+
+// Closer is a resource whose life is the Sandbox's (Config.Closers).
+type Closer interface {
+	Close(ctx context.Context) error
 }
 
 // EnvFromHost returns the named host environment variables that are set, for Config.Env. Nothing else of the

@@ -27,6 +27,7 @@ package wasmbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -80,7 +81,12 @@ type Program struct {
 }
 
 // New validates cfg and prepares the interpreter (compiled once per process).
-func New(ctx context.Context, cfg Config) (*Sandbox, error) {
+func New(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
+	defer func() {
+		if err != nil { // the Sandbox would have owned them
+			err = errors.Join(err, closeAll(context.WithoutCancel(ctx), cfg.Closers))
+		}
+	}()
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -157,7 +163,8 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		if s.closeOnce.CompareAndSwap(false, true) {
-			return s.snap.image.Close() // live Sessions keep their own mappings
+			err := s.snap.image.Close() // live Sessions keep their own mappings
+			return errors.Join(err, closeAll(ctx, s.cfg.Closers))
 		}
 		return nil
 	case <-ctx.Done():
@@ -320,4 +327,18 @@ func (s *Sandbox) engineName() string {
 		return "wazero"
 	}
 	return s.cfg.Engine
+}
+
+// closeAll closes cs in reverse order and joins their errors.
+func closeAll(ctx context.Context, cs []Closer) error {
+	var errs []error
+	for i := len(cs) - 1; i >= 0; i-- {
+		if cs[i] == nil {
+			continue
+		}
+		if err := cs[i].Close(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("wasmbox: close: %w", err))
+		}
+	}
+	return errors.Join(errs...)
 }

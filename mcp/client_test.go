@@ -1,0 +1,491 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/wasmbox"
+)
+
+// TestMain doubles as a scripted stdio MCP server (WASMBOX_MCP_TEST_SERVER=1) for the crash and lifecycle tests:
+// a real child process that the client starts, kills and restarts.
+func TestMain(m *testing.M) {
+	if os.Getenv("WASMBOX_MCP_TEST_SERVER") == "1" {
+		testServerMain()
+		return
+	}
+	os.Exit(m.Run())
+}
+
+func testServerMain() {
+	if f := os.Getenv("WASMBOX_MCP_TEST_PIDFILE"); f != "" {
+		_ = os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
+	s := sdk.NewServer(&sdk.Implementation{Name: "scripted", Version: "1"}, nil)
+	obj := map[string]any{"type": "object"}
+	s.AddTool(&sdk.Tool{Name: "echo", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			var a struct{ Text string }
+			_ = json.Unmarshal(req.Params.Arguments, &a)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: a.Text}}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "crash", InputSchema: obj}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		os.Exit(3) // the process dies in the middle of the call
+		return nil, nil
+	})
+	s.AddTool(&sdk.Tool{Name: "hang", InputSchema: obj}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		select {} // never answers, ignores cancellation
+	})
+	_ = s.Run(context.Background(), &sdk.StdioTransport{})
+}
+
+func selfServer(t *testing.T, pidfile string) Server {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "WASMBOX_MCP_TEST_SERVER=1", "WASMBOX_MCP_TEST_PIDFILE="+pidfile)
+	return Server{Name: "scripted", Command: []string{exe}, Env: env}
+}
+
+// inMemory connects a Client to s over the SDK's in-memory transports.
+func inMemory(t *testing.T, s *sdk.Server, cfg Config) (*Client, error) {
+	t.Helper()
+	ctx := context.Background()
+	ct, st := sdk.NewInMemoryTransports()
+	ss, err := s.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ss.Close() })
+	c, err := Connect(ctx, Server{Name: "mem", Transport: ct}, cfg)
+	if c != nil {
+		t.Cleanup(func() { c.Close(context.Background()) })
+	}
+	return c, err
+}
+
+func boolp(b bool) *bool { return &b }
+
+// mappingServer has one tool for each mapping rule.
+func mappingServer() *sdk.Server {
+	s := sdk.NewServer(&sdk.Implementation{Name: "mapping", Version: "1"}, nil)
+	num := map[string]any{"type": "number", "description": "a number"}
+	s.AddTool(&sdk.Tool{Name: "get-sum", Description: "Returns the sum of two numbers",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"a": num, "b": num}, "required": []string{"a", "b"}},
+	}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+		var a struct{ A, B float64 }
+		_ = json.Unmarshal(req.Params.Arguments, &a)
+		return &sdk.CallToolResult{StructuredContent: map[string]any{"sum": a.A + a.B},
+			Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprint(a.A + a.B)}}}, nil
+	})
+	// get_sum collides with get-sum's identifier: the name that already is one keeps it.
+	s.AddTool(&sdk.Tool{Name: "get_sum", Description: "Another sum.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(false)},
+		InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "other"}}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "class", Description: "A keyword.", Annotations: &sdk.ToolAnnotations{},
+		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"user-id": map[string]any{"type": "string"}}, "required": []string{"user-id"}}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(req.Params.Arguments)}}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "media", Description: "Text, an image and a resource link.", InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			size := int64(99)
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "hello"},
+				&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 1234)},
+				&sdk.ResourceLink{URI: "file:///x.txt", Name: "x", MIMEType: "text/plain", Size: &size}}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "fails", Description: "Always an error result.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "disk on fire"}}}, nil
+		})
+	s.AddTool(&sdk.Tool{Name: "protocol-error", Description: "A JSON-RPC error.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return nil, &jsonrpcError{}
+		})
+	s.AddTool(&sdk.Tool{Name: "nothing", Description: "No content.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{}}, nil
+		})
+	return s
+}
+
+type jsonrpcError struct{}
+
+func (*jsonrpcError) Error() string { return "database unreachable" }
+
+func byName(c *Client) map[string]hostfuncs.Tool {
+	m := map[string]hostfuncs.Tool{}
+	for _, t := range c.Tools() {
+		m[t.Name] = t
+	}
+	return m
+}
+
+func TestMappingRules(t *testing.T) {
+	c, err := inMemory(t, mappingServer(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := byName(c)
+	want := map[string]governance.Effect{
+		"get_sum_2": governance.ReadOnly, // get-sum: readOnlyHint
+		"get_sum":   governance.Mutating, // destructiveHint false
+		"class_":    governance.Irreversible,
+		"media":     governance.EffectUnspecified,
+		"fails":     governance.ReadOnly, "protocol_error": governance.ReadOnly, "nothing": governance.ReadOnly,
+	}
+	if len(tools) != len(want) {
+		t.Fatalf("tools %v, want %d", tools, len(want))
+	}
+	for n, eff := range want {
+		tool, ok := tools[n]
+		if !ok {
+			t.Fatalf("no tool %s in %v", n, c.Tools())
+		}
+		if tool.Effect != eff {
+			t.Errorf("%s: effect %v, want %v", n, tool.Effect, eff)
+		}
+	}
+	if !strings.Contains(tools["get_sum_2"].Description, `MCP tool "get-sum"`) {
+		t.Errorf("description does not name the MCP tool: %q", tools["get_sum_2"].Description)
+	}
+	// Deterministic: the same tools in any listing order get the same names.
+	c2, err := inMemory(t, mappingServer(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tool := range c2.Tools() {
+		if c.Tools()[i].Name != tool.Name {
+			t.Fatalf("names differ between connections: %s vs %s", c.Tools()[i].Name, tool.Name)
+		}
+	}
+	reg := hostfuncs.NewRegistry()
+	cfg := wasmbox.Config{Tools: reg}
+	if err := Attach(&cfg, c); err != nil {
+		t.Fatal(err)
+	}
+	stubs := reg.Stubs()
+	for _, s := range []string{"def get_sum_2(a: float, b: float) -> \"Any\"", "Returns the sum of two numbers", "a (float): a number", "def class_(user_id: str)"} {
+		if !strings.Contains(stubs, s) {
+			t.Errorf("stubs lack %q:\n%s", s, stubs)
+		}
+	}
+}
+
+func TestIdentifier(t *testing.T) {
+	for in, want := range map[string]string{"get-sum": "get_sum", "class": "class_", "1st": "t_1st", "": "t_",
+		"_private": "private", "héllo": "h_llo", "call": "call_", "list_tools": "list_tools_",
+		strings.Repeat("x", 200): strings.Repeat("x", 64)} {
+		if got := Identifier("", in); got != want {
+			t.Errorf("Identifier(%q) = %q, want %q", in, got, want)
+		}
+	}
+	if got := Identifier("gh", "search-code"); got != "gh_search_code" {
+		t.Errorf("prefix: %q", got)
+	}
+}
+
+// TestThroughTheGate runs a real program against the mapped tools: results become Python values, errors
+// become ToolError, and the Gate decides (an unannotated tool is irreversible and needs approval, which the
+// default gate refuses).
+func TestThroughTheGate(t *testing.T) {
+	ctx := context.Background()
+	c, err := inMemory(t, mappingServer(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	audit := &governance.MemoryAuditor{}
+	gcfg := wasmbox.DefaultGateConfig()
+	gcfg.Auditor = audit
+	gate, err := governance.NewGate(gcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := wasmbox.Config{Gate: gate}
+	if err := Attach(&cfg, c); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := wasmbox.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	res, err := sb.Run(ctx, `import tools
+r = tools.get_sum_2(1, 2.5)
+print(type(r).__name__, r)
+print(repr(tools.get_sum()))
+print(repr(tools.nothing()))
+for f in (tools.fails, tools.protocol_error):
+    try:
+        f()
+    except tools.ToolError as e:
+        print(type(e).__name__, e)
+try:
+    tools.media()
+except tools.ToolDenied as e:
+    print("denied", type(e).__name__)
+`)
+	if err != nil {
+		t.Fatal(err, res.Stderr)
+	}
+	want := "dict {'sum': 3.5}\n'other'\nNone\nToolError mcp: tool error: fails: disk on fire\nToolError mcp: tool error: protocol-error on \"mem\": calling \"tools/call\": database unreachable\ndenied ApprovalDenied\n"
+	if res.Stdout != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s\nstderr: %s", res.Stdout, want, res.Stderr)
+	}
+	if n := len(res.ToolCalls); n != 6 {
+		t.Errorf("%d tool calls recorded, want 6", n)
+	}
+	var denied int
+	for _, r := range audit.Records() {
+		if r.Tool == "media" && r.Outcome == governance.StatusDenied {
+			denied++
+		}
+	}
+	if denied != 1 {
+		t.Errorf("audit: %d denied records of media, want 1: %+v", denied, audit.Records())
+	}
+
+	// With approval, the other content kinds are described, not passed.
+	gcfg.Approver = governance.AllowAll{}
+	gate2, _ := governance.NewGate(gcfg)
+	c2, err := inMemory(t, mappingServer(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg2 := wasmbox.Config{Gate: gate2}
+	if err := Attach(&cfg2, c2); err != nil {
+		t.Fatal(err)
+	}
+	sb2, err := wasmbox.New(ctx, cfg2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb2.Close(ctx)
+	res, err = sb2.Run(ctx, "import tools\nprint(tools.media())\nprint(tools.class_('u1'))")
+	if err != nil {
+		t.Fatal(err, res.Stderr)
+	}
+	want = "['hello', {'mime_type': 'image/png', 'size': 1234, 'type': 'image'}, {'mime_type': 'text/plain', 'name': 'x', 'size': 99, 'type': 'resource_link', 'uri': 'file:///x.txt'}]\n{\"user-id\":\"u1\"}\n"
+	if res.Stdout != want {
+		t.Errorf("stdout:\n%s\nwant:\n%s\nstderr: %s", res.Stdout, want, res.Stderr)
+	}
+}
+
+// TestHostileServer: everything the server chooses is bounded.
+func TestHostileServer(t *testing.T) {
+	ctx := context.Background()
+	t.Run("100000 tools", func(t *testing.T) {
+		// The server answers tools/list with 10^5 tools in one page (a middleware: registering them one by one
+		// in the SDK's server would take most of the test's time).
+		s := sdk.NewServer(&sdk.Implementation{Name: "many", Version: "1"}, nil)
+		many := make([]*sdk.Tool, 100_000)
+		for i := range many {
+			many[i] = &sdk.Tool{Name: fmt.Sprintf("t%d", i), InputSchema: map[string]any{"type": "object"}}
+		}
+		s.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+			return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+				if method == "tools/list" {
+					return &sdk.ListToolsResult{Tools: many}, nil
+				}
+				return next(ctx, method, req)
+			}
+		})
+		start := time.Now()
+		_, err := inMemory(t, s, Config{})
+		if !errors.Is(err, ErrBound) || !strings.Contains(err.Error(), "more than 512 tools") {
+			t.Fatalf("err = %v, want ErrBound naming the limit", err)
+		}
+		t.Logf("refused in %v", time.Since(start))
+	})
+	t.Run("huge schema, long name, bad parameter", func(t *testing.T) {
+		s := sdk.NewServer(&sdk.Implementation{Name: "odd", Version: "1"}, nil)
+		props := map[string]any{}
+		for i := range 5000 {
+			props[fmt.Sprintf("p%d", i)] = map[string]any{"type": "string", "description": strings.Repeat("d", 20)}
+		}
+		h := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil }
+		s.AddTool(&sdk.Tool{Name: "huge", InputSchema: map[string]any{"type": "object", "properties": props}}, h)
+		s.AddTool(&sdk.Tool{Name: strings.Repeat("n", 500), InputSchema: map[string]any{"type": "object"}}, h)
+		s.AddTool(&sdk.Tool{Name: "fine", InputSchema: map[string]any{"type": "object"}}, h)
+		c, err := inMemory(t, s, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(c.Tools()); n != 1 || c.Tools()[0].Name != "fine" {
+			t.Errorf("tools: %v", c.Tools())
+		}
+		sk := strings.Join(c.Skipped(), "\n")
+		if !strings.Contains(sk, `"huge": input schema of`) || !strings.Contains(sk, "a name of 500 bytes") {
+			t.Errorf("skipped: %s", sk)
+		}
+	})
+	t.Run("giant result", func(t *testing.T) {
+		s := sdk.NewServer(&sdk.Implementation{Name: "big", Version: "1"}, nil)
+		s.AddTool(&sdk.Tool{Name: "big", InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("x", 3<<20)}}}, nil
+			})
+		c, err := inMemory(t, s, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Tools()[0].Handler(ctx, json.RawMessage(`{}`))
+		if !errors.Is(err, ErrBound) || !strings.Contains(err.Error(), "Config.MaxResultBytes") {
+			t.Fatalf("err = %v", err)
+		}
+	})
+	t.Run("collisions", func(t *testing.T) {
+		s := sdk.NewServer(&sdk.Implementation{Name: "clash", Version: "1"}, nil)
+		h := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil }
+		for _, n := range []string{"a.b", "a-b", "a_b", "a b", "a/b"} {
+			s.AddTool(&sdk.Tool{Name: n, InputSchema: map[string]any{"type": "object"}}, h)
+		}
+		c, err := inMemory(t, s, Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, tool := range c.Tools() {
+			names = append(names, tool.Name)
+		}
+		// sorted by MCP name: "a b" < "a-b" < "a.b" < "a/b" < "a_b"; a_b keeps its own name.
+		if got := strings.Join(names, ","); got != "a_b_2,a_b_3,a_b_4,a_b_5,a_b" {
+			t.Errorf("names %s", got)
+		}
+		reg := hostfuncs.NewRegistry()
+		cfg := wasmbox.Config{Tools: reg}
+		if err := Attach(&cfg, c); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestHangIsBoundedByTheCallTimeout: a server that never answers (and ignores cancellation) costs the call its
+// timeout, not a hang.
+func TestHangIsBoundedByTheCallTimeout(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "hang", Version: "1"}, nil)
+	release := make(chan struct{}) // only so that the test's in-process server can be closed at the end
+	s.AddTool(&sdk.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { <-release; return &sdk.CallToolResult{}, nil })
+	c, err := inMemory(t, s, Config{CallTimeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(release) })
+	start := time.Now()
+	_, err = c.Tools()[0].Handler(context.Background(), json.RawMessage(`{}`))
+	if !errors.Is(err, ErrToolError) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("the call took %v", d)
+	}
+}
+
+func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
+
+func readPid(t *testing.T, f string) int {
+	t.Helper()
+	b, err := os.ReadFile(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(string(b))
+	return pid
+}
+
+// TestServerProcessLifecycle: a real child process over stdio. A crash in the middle of a call is a clear
+// error, the next call restarts the server, restarts are bounded, a hang is bounded by the timeout, and the
+// Sandbox's Close stops the process.
+func TestServerProcessLifecycle(t *testing.T) {
+	ctx := context.Background()
+	pidfile := filepath.Join(t.TempDir(), "pid")
+	c, err := Connect(ctx, selfServer(t, pidfile), Config{CallTimeout: 2 * time.Second, MaxRestarts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := byName(c)
+	if _, err := tools["echo"].Handler(ctx, json.RawMessage(`{"text":"hi"}`)); err != nil {
+		t.Fatal(err)
+	}
+	first := readPid(t, pidfile)
+	_, err = tools["crash"].Handler(ctx, json.RawMessage(`{}`))
+	if !errors.Is(err, ErrServerDead) {
+		t.Fatalf("crash: err = %v, want ErrServerDead", err)
+	}
+	out, err := tools["echo"].Handler(ctx, json.RawMessage(`{"text":"again"}`))
+	if err != nil || string(out) != `"again"` {
+		t.Fatalf("after restart: %s, %v", out, err)
+	}
+	if c.Restarts() != 1 || readPid(t, pidfile) == first {
+		t.Fatalf("restarts %d, pid %d (first %d)", c.Restarts(), readPid(t, pidfile), first)
+	}
+	start := time.Now()
+	if _, err = tools["hang"].Handler(ctx, json.RawMessage(`{}`)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("hang: %v", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Fatalf("hang took %v", d)
+	}
+	if _, err = tools["crash"].Handler(ctx, json.RawMessage(`{}`)); !errors.Is(err, ErrServerDead) {
+		t.Fatalf("second crash: %v", err)
+	}
+	_, err = tools["echo"].Handler(ctx, json.RawMessage(`{"text":"x"}`))
+	if !errors.Is(err, ErrServerDead) || !strings.Contains(err.Error(), "not restarted") {
+		t.Fatalf("past MaxRestarts: %v", err)
+	}
+	c.Close(ctx)
+
+	// The Sandbox owns the server: Close stops its process.
+	c, err = Connect(ctx, selfServer(t, pidfile), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := readPid(t, pidfile)
+	cfg := wasmbox.Config{}
+	if err := Attach(&cfg, c); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := wasmbox.New(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sb.Run(ctx, "import tools\nprint(tools.echo(text='through the gate'))")
+	if err != nil || res.Stdout != "through the gate\n" {
+		t.Fatalf("%v %q %s", err, res.Stdout, res.Stderr)
+	}
+	if !alive(pid) {
+		t.Fatal("server not running before Close")
+	}
+	if err := sb.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if alive(pid) {
+		t.Fatal("server process still running after Sandbox.Close")
+	}
+	if _, err := c.Tools()[0].Handler(ctx, json.RawMessage(`{}`)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("after Close: %v", err)
+	}
+}

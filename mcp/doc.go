@@ -1,0 +1,44 @@
+// Package mcp connects wasmbox to the Model Context Protocol, both ways.
+//
+// As a client, it makes the tools of MCP servers sandbox tools: code in the sandbox calls them as Python
+// functions, and every call passes the Sandbox's governance Gate (policy, approval, budgets, audit) before it
+// reaches the server. As a server ([NewServer]), it gives any MCP client a sandboxed Python: run_python, a
+// session form that keeps one interpreter per MCP session, and file tools for the session's workspace.
+//
+// Here's an example:
+//
+//	c, err := mcp.Connect(ctx, mcp.Server{Command: []string{"npx", "@modelcontextprotocol/server-everything"}}, mcp.Config{})
+//	if err != nil { ... }
+//	cfg := wasmbox.Config{Gate: gate}
+//	if err := mcp.Attach(&cfg, c); err != nil { ... } // the tools, and the server's life, now belong to the Sandbox
+//	sb, err := wasmbox.New(ctx, cfg)
+//	defer sb.Close(ctx) // stops the server
+//	res, err := sb.Run(ctx, "import tools\nprint(tools.get_sum(a=1, b=2))")
+//
+// # Mapping
+//
+//   - Names become Python identifiers ([Identifier]: get-sum → get_sum, class → class_, 1st → t_1st); clashes
+//     get _2, _3... in the order of the servers' names, so the same tools always get the same names.
+//   - Input schemas become signatures and docstrings (parameters that are not identifiers are renamed in
+//     Python and renamed back on the wire).
+//   - Annotations become the Effect ([EffectOf]): readOnlyHint → ReadOnly, destructiveHint → Irreversible,
+//     destructiveHint false → Mutating, none → unspecified (treated as irreversible).
+//   - Results: structuredContent as a dict or list; one text content as a str; several contents as a list;
+//     images, audio and resources as a dict describing them (type, mime_type, size), their bytes stay on the host.
+//   - An isError result, a protocol error, a timeout or a server that ended: ToolError in Python.
+//
+// # Notes
+//
+// An MCP server is a tool: its calls are governed, its process is not sandboxed by wasmbox. A stdio server
+// runs as a child of this process with its rights and (unless Server.Env says otherwise) its environment; an
+// HTTP server is wherever its URL points. Annotations are the server's own claims: mark tools in the policy
+// (the stricter effect applies) rather than trusting readOnlyHint from a server you do not control.
+//
+// Everything the server chooses is bounded by [Config]: the number of tools, the size of schemas, names and
+// descriptions, the size of a result, the wait for one call (CallTimeout, and the run's deadline), the restarts
+// of a server that ended. A server that ended is restarted on the next call (the call that saw it end fails);
+// after MaxRestarts it is an error ([ErrServerDead]), never a hang.
+//
+// This package is separate from package wasmbox, so programs that use only the sandbox do not depend on the
+// MCP SDK.
+package mcp
