@@ -384,7 +384,10 @@ func TestHangIsBoundedByTheCallTimeout(t *testing.T) {
 	s := sdk.NewServer(&sdk.Implementation{Name: "hang", Version: "1"}, nil)
 	release := make(chan struct{}) // only so that the test's in-process server can be closed at the end
 	s.AddTool(&sdk.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}},
-		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { <-release; return &sdk.CallToolResult{}, nil })
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			<-release
+			return &sdk.CallToolResult{}, nil
+		})
 	c, err := inMemory(t, s, Config{CallTimeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)

@@ -40,7 +40,10 @@ func cliExitCode(program int) (int, bool) {
 const usageText = `usage:
   wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
               [--workspace DIR] [--writeback [--writeback-allow-hidden PATH]... [--writeback-only PATH]...
-              [--writeback-exec] [--writeback-delete]] [--audit LOG] [--json] (FILE | -c CODE | -)
+              [--writeback-exec] [--writeback-delete]] [--audit LOG] [--json]
+              [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE] (FILE | -c CODE | -)
+  wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--output-limit SIZE] [--workspace-size SIZE]
+              [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
   wasmbox version [--json]
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
@@ -53,6 +56,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	switch args[0] {
 	case "run":
 		return runMain(ctx, args[1:], stdin, stdout, stderr)
+	case "mcp":
+		return mcpMain(ctx, args[1:], stdin, stdout, stderr)
 	case "version":
 		return versionMain(ctx, args[1:], stdout, stderr)
 	case "audit":
@@ -186,6 +191,8 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	asJSON := fs.Bool("json", false, "print exactly one JSON object on stdout")
 	code := fs.String("c", "", "program passed as a string")
 	auditPath := fs.String("audit", "", "append the run's tool-call records to the hash-chained JSONL audit LOG and report its head")
+	var gov govFlags
+	gov.register(fs)
 	engineName := fs.String("engine", "", "WebAssembly engine: "+strings.Join(wasmbox.Engines(), " or ")+" (default wazero)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -252,15 +259,28 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		return exitFailure
 	}
+	if gov.approve == "ask" && (*passStdin || filename == "<stdin>") {
+		return usage("--approve ask reads answers from stdin; it cannot be combined with --stdin or a program read from stdin (-)")
+	}
+	gcfg, err := gov.gateConfig(stdin, stderr)
+	if err != nil {
+		return usage(err.Error())
+	}
 	var audit *governance.JSONLAuditor
 	if *auditPath != "" {
 		if audit, err = governance.OpenAuditFile(*auditPath, governance.JSONLConfig{}); err != nil {
 			return fail(fmt.Errorf("wasmbox: --audit: %w", err))
 		}
 		defer audit.Close()
-		gcfg := wasmbox.DefaultGateConfig()
 		gcfg.Auditor = audit
+	}
+	if audit != nil || gov.used() {
 		if cfg.Gate, err = governance.NewGate(gcfg); err != nil {
+			return fail(err)
+		}
+	}
+	if len(gov.mcp) > 0 {
+		if err := connectMCP(ctx, gov.mcp, *timeout, &cfg, stderr); err != nil {
 			return fail(err)
 		}
 	}
