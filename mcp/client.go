@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os/exec"
 	"sort"
@@ -38,7 +39,45 @@ const (
 	maxListPages = 100
 	// maxErrorBytes bounds the text of an error result kept in a ToolError.
 	maxErrorBytes = 4 << 10
+	// maxFrameBytes bounds one message from the server: the SDK's own limit for stdio lines and SSE events, and
+	// ours for the JSON bodies of streamable HTTP (which the SDK reads whole).
+	maxFrameBytes = sdk.DefaultMaxLineLength
 )
+
+// limitTransport bounds every HTTP response body that is not an event stream (whose events the SDK bounds).
+type limitTransport struct {
+	rt  http.RoundTripper
+	max int64
+}
+
+func (l limitTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.rt.RoundTrip(r)
+	if err != nil || strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		return resp, err
+	}
+	resp.Body = &limitedBody{ReadCloser: resp.Body, left: l.max}
+	return resp, nil
+}
+
+// errBodyTooLarge: an HTTP response of the server passed maxFrameBytes.
+var errBodyTooLarge = fmt.Errorf("%w: an HTTP response of the server is larger than %d bytes", ErrBound, maxFrameBytes)
+
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
 
 // Sentinel errors. Errors of this package wrap one of them and name the server.
 var (
@@ -196,7 +235,16 @@ func (c *Client) start(ctx context.Context) error {
 		cmd.Env, cmd.Dir = c.srv.Env, c.srv.Dir
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 	case c.srv.URL != "":
-		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: c.srv.HTTPClient, MaxRetries: -1}
+		hc := &http.Client{}
+		if c.srv.HTTPClient != nil {
+			*hc = *c.srv.HTTPClient
+		}
+		rt := hc.Transport
+		if rt == nil {
+			rt = http.DefaultTransport
+		}
+		hc.Transport = limitTransport{rt: rt, max: maxFrameBytes}
+		t = &sdk.StreamableClientTransport{Endpoint: c.srv.URL, HTTPClient: hc, MaxRetries: -1, MaxEventSize: maxFrameBytes}
 	default:
 		t = c.srv.Transport
 	}

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -490,5 +492,23 @@ func TestServerProcessLifecycle(t *testing.T) {
 	}
 	if _, err := c.Tools()[0].Handler(ctx, json.RawMessage(`{}`)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("after Close: %v", err)
+	}
+}
+
+// TestHugeHTTPResponseIsRefused: the SDK reads a streamable HTTP JSON body whole; the client bounds it.
+func TestHugeHTTPResponseIsRefused(t *testing.T) {
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		chunk := []byte(strings.Repeat(" ", 1<<20))
+		for range 40 {
+			if _, err := w.Write(chunk); err != nil {
+				return
+			}
+		}
+	}))
+	defer hs.Close()
+	_, err := Connect(context.Background(), Server{URL: hs.URL}, Config{ConnectTimeout: 20 * time.Second})
+	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "larger than") {
+		t.Fatalf("err = %v", err)
 	}
 }
