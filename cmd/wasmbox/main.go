@@ -2,6 +2,8 @@
 //
 //	wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
 //	            [--workspace DIR] [--writeback] [--audit LOG] [--json] (FILE | -c CODE | -)
+//	            [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE]
+//	wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--max-sessions N] [--idle-timeout D] ...
 //	wasmbox version [--json]
 //	wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 //
@@ -11,6 +13,11 @@
 //
 // The program's standard input is empty unless --stdin passes this process's; it is read within the run's
 // deadline. --writeback copies the workspace back only after a program that ran to its end.
+//
+// --mcp gives the program the tools of MCP servers, each call through the governance gate: --policy FILE decides
+// (default: read-only and mutating tools run, the rest need approval), --approve answers what needs approval
+// (deny by default; ask reads the answer from the terminal), --audit LOG records every call. `wasmbox mcp`
+// serves the sandbox to MCP clients over stdio, or streamable HTTP on loopback with --http.
 package main
 
 import (

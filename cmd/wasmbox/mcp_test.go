@@ -135,7 +135,9 @@ func TestMCPServeHTTP(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
-	go func() { done <- realMain(ctx, []string{"mcp", "--http", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, pw) }()
+	go func() {
+		done <- realMain(ctx, []string{"mcp", "--http", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, pw)
+	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
