@@ -367,6 +367,10 @@ func (c *Client) Close(ctx context.Context) error {
 	go func() { done <- s.Close() }()
 	select {
 	case err := <-done:
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return nil // the process ended, with a code or by the signal Close sent it
+		}
 		if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
 			return fmt.Errorf("mcp: closing %q: %w", c.name, err)
 		}

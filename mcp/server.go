@@ -59,6 +59,7 @@ type SandboxServer struct {
 }
 
 type sessionState struct {
+	busy  int           // calls waiting or running; guarded by SandboxServer.mu
 	turn  chan struct{} // one token: the call in progress
 	ws    *wasmbox.Workspace
 	se    *wasmbox.Session
@@ -167,19 +168,36 @@ func (s *SandboxServer) state(ctx context.Context, ss *sdk.ServerSession) (st *s
 		}
 		st = &sessionState{turn: make(chan struct{}, 1), ws: wasmbox.NewWorkspace(s.cfg.WorkspaceBytes, 0)}
 		s.sessions[ss] = st
-		st.timer = time.AfterFunc(s.cfg.IdleTimeout, func() { s.drop(ss, st) })
+		st.timer = time.AfterFunc(s.cfg.IdleTimeout, func() { s.dropIdle(ss, st) })
 		if ss != nil {
 			go func() { _ = ss.Wait(); s.drop(ss, st) }()
 		}
 	}
-	st.timer.Reset(s.cfg.IdleTimeout)
+	st.busy++ // not idle while a call waits or runs
 	s.mu.Unlock()
+	release := func() {
+		s.mu.Lock()
+		st.busy--
+		st.timer.Reset(s.cfg.IdleTimeout)
+		s.mu.Unlock()
+	}
 	select {
 	case st.turn <- struct{}{}:
 	case <-ctx.Done():
+		release()
 		return nil, nil, ctx.Err()
 	}
-	return st, func() { st.timer.Reset(s.cfg.IdleTimeout); <-st.turn }, nil
+	return st, func() { <-st.turn; release() }, nil
+}
+
+// dropIdle ends a session's state after IdleTimeout without calls (the timer fired; a call may have begun since).
+func (s *SandboxServer) dropIdle(ss *sdk.ServerSession, st *sessionState) {
+	s.mu.Lock()
+	busy := st.busy > 0
+	s.mu.Unlock()
+	if !busy {
+		s.drop(ss, st)
+	}
 }
 
 // drop ends a session's state (its MCP session closed, or it idled out).
