@@ -42,6 +42,8 @@
 //   - Events (model turns, code, stdout chunks, tool calls with their decisions, repairs, the answer) go to
 //     WithEventHandler and WithLogger (an hclog.Logger; nothing is logged by default).
 //   - The agenttest package has a strict scripted model for tests.
+//   - Tools of MCP servers: mcp.Attach(&cfg, client) adds them to the Config given to New, governed like any
+//     tool; the agent's Close then stops the servers (package mcp, kept out of this one's dependencies).
 //
 // # Errors
 //
