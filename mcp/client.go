@@ -39,6 +39,9 @@ const (
 	maxListPages = 100
 	// maxErrorBytes bounds the text of an error result kept in a ToolError.
 	maxErrorBytes = 4 << 10
+	// maxStderrBytes is how much of a stdio server's stderr is kept (its end) to explain a failed start or a
+	// crash.
+	maxStderrBytes = 2 << 10
 	// maxFrameBytes bounds one message from the server: the SDK's own limit for stdio lines and SSE events, and
 	// ours for the JSON bodies of streamable HTTP (which the SDK reads whole).
 	maxFrameBytes = sdk.DefaultMaxLineLength
@@ -192,6 +195,7 @@ type Client struct {
 	skip  []string
 
 	mu       sync.Mutex
+	stderr   *tailBuffer // the last bytes a stdio server wrote to its stderr
 	session  *sdk.ClientSession
 	restarts int
 	closed   bool
@@ -229,10 +233,13 @@ func Connect(ctx context.Context, srv Server, cfg Config) (*Client, error) {
 // start connects a new session; the caller holds mu or owns c.
 func (c *Client) start(ctx context.Context) error {
 	var t sdk.Transport
+	var tb *tailBuffer
 	switch {
 	case len(c.srv.Command) > 0:
 		cmd := exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
 		cmd.Env, cmd.Dir = c.srv.Env, c.srv.Dir
+		tb = &tailBuffer{max: maxStderrBytes}
+		cmd.Stderr, c.stderr = tb, tb
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 	case c.srv.URL != "":
 		hc := &http.Client{}
@@ -261,7 +268,7 @@ func (c *Client) start(ctx context.Context) error {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return fmt.Errorf("%w %q: %w", ErrConnect, c.name, r.err)
+			return fmt.Errorf("%w %q: %w%s", ErrConnect, c.name, r.err, tailOf(tb))
 		}
 		c.session = r.s
 		return nil
@@ -452,8 +459,11 @@ func (c *Client) call(ctx context.Context, name string, args json.RawMessage) (j
 		case ctx.Err() != nil:
 			return nil, fmt.Errorf("%w: %s on %q: no answer in time: %w", ErrToolError, name, c.name, ctx.Err())
 		case errors.Is(r.err, sdk.ErrConnectionClosed) || closedSession(s):
+			c.mu.Lock()
+			tb := c.stderr
+			c.mu.Unlock()
 			c.dead(s, r.err)
-			return nil, fmt.Errorf("%w: %q ended during the call to %s: %w", ErrServerDead, c.name, name, r.err)
+			return nil, fmt.Errorf("%w: %q ended during the call to %s: %w%s", ErrServerDead, c.name, name, r.err, tailOf(tb))
 		}
 		return nil, fmt.Errorf("%w: %s on %q: %s", ErrToolError, name, c.name, cutText(r.err.Error(), maxErrorBytes))
 	}
@@ -810,4 +820,44 @@ func Attach(cfg *wasmbox.Config, clients ...*Client) error {
 		cfg.Closers = append(cfg.Closers, c)
 	}
 	return nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(p)
+	if len(p) > t.max {
+		p = p[len(p)-t.max:]
+	}
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return n, nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// tailOf is "; server stderr: ..." with the end of a stdio server's stderr, or "".
+func tailOf(tb *tailBuffer) string {
+	if tb == nil {
+		return ""
+	}
+	time.Sleep(20 * time.Millisecond) // let the last lines of a process that just ended arrive
+	s := strings.TrimSpace(strings.ToValidUTF8(tb.String(), "?"))
+	if s == "" {
+		return ""
+	}
+	return "; server stderr: " + s
 }

@@ -33,6 +33,11 @@ func TestMain(m *testing.M) {
 }
 
 func testServerMain() {
+	if msg := os.Getenv("WASMBOX_MCP_TEST_FAIL"); msg != "" {
+		fmt.Fprintln(os.Stderr, strings.Repeat("noise ", 2000)) // only the end of stderr is kept
+		fmt.Fprintln(os.Stderr, msg)
+		os.Exit(1)
+	}
 	if f := os.Getenv("WASMBOX_MCP_TEST_PIDFILE"); f != "" {
 		_ = os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o644)
 	}
@@ -510,5 +515,18 @@ func TestHugeHTTPResponseIsRefused(t *testing.T) {
 	_, err := Connect(context.Background(), Server{URL: hs.URL}, Config{ConnectTimeout: 20 * time.Second})
 	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "larger than") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestFailedStartSaysWhy: a stdio server that cannot start is a clear error with the end of its stderr.
+func TestFailedStartSaysWhy(t *testing.T) {
+	srv := selfServer(t, filepath.Join(t.TempDir(), "pid"))
+	srv.Env = append(srv.Env, "WASMBOX_MCP_TEST_FAIL=missing API_TOKEN")
+	_, err := Connect(context.Background(), srv, Config{ConnectTimeout: 20 * time.Second})
+	if !errors.Is(err, ErrConnect) || !strings.Contains(err.Error(), "server stderr:") || !strings.Contains(err.Error(), "missing API_TOKEN") {
+		t.Fatalf("err = %v", err)
+	}
+	if len(err.Error()) > 4<<10 {
+		t.Fatalf("error of %d bytes: the stderr kept is not bounded", len(err.Error()))
 	}
 }
