@@ -32,6 +32,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
@@ -48,6 +49,7 @@ type Sandbox struct {
 	cfg         Config
 	toolsModule string
 	it          *interp
+	tel         *telemetry
 	closed      atomic.Bool
 	closeOnce   atomic.Bool
 	wg          sync.WaitGroup
@@ -90,7 +92,11 @@ func New(ctx context.Context, cfg Config) (*Sandbox, error) {
 		return nil, err
 	}
 	c.Logger.Debug("sandbox ready", "interpreter_sha256", it.sha256, "memory_limit", c.MemoryLimit, "timeout", c.Timeout)
-	s := &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer()}
+	tel, err := newTelemetry(c.TracerProvider, c.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("%w: telemetry: %w", ErrInvalidConfig, err)
+	}
+	s := &Sandbox{cfg: c, it: it, tel: tel, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer()}
 	if len(c.Packages) > 0 {
 		if s.installed, err = installPackages(ctx, c.Wheelhouse, s.packages, c.Packages); err != nil {
 			return nil, err
@@ -111,6 +117,14 @@ func (s *Sandbox) Run(ctx context.Context, code string) (*Result, error) {
 // RunProgram runs one program in a fresh interpreter. The Result is non-nil whenever the program started, even
 // if an error (a timeout, say) is also returned.
 func (s *Sandbox) RunProgram(ctx context.Context, p Program) (*Result, error) {
+	start := time.Now()
+	ctx, span := s.tel.start(ctx, opRun)
+	res, err := s.runProgram(ctx, p)
+	s.tel.end(ctx, span, opRun, start, res, err)
+	return res, err
+}
+
+func (s *Sandbox) runProgram(ctx context.Context, p Program) (*Result, error) {
 	if err := s.reentrant(ctx); err != nil {
 		return nil, err
 	}
@@ -209,6 +223,14 @@ func (se *Session) Exec(ctx context.Context, code string) (*Result, error) {
 
 // ExecProgram is Exec with the options of Program (Workspace is ignored: the session's own is used).
 func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) {
+	start := time.Now()
+	ctx, span := se.sb.tel.start(ctx, opExec)
+	res, err := se.execProgram(ctx, p)
+	se.sb.tel.end(ctx, span, opExec, start, res, err)
+	return res, err
+}
+
+func (se *Session) execProgram(ctx context.Context, p Program) (*Result, error) {
 	if err := se.sb.reentrant(ctx); err != nil {
 		return nil, err
 	}
