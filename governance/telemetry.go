@@ -3,6 +3,7 @@ package governance
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 )
 
 // ScopeName is the instrumentation scope of the gate's spans and metrics.
@@ -58,7 +60,11 @@ var (
 // telemetry holds the gate's tracer and instruments, and the precomputed attribute sets of its metrics, so
 // that a call adds no allocation for them.
 type telemetry struct {
-	tracer   trace.Tracer
+	tracer trace.Tracer
+	// global: the tracer comes from the global provider; never: from a provider that never records (the
+	// API's noop). See idle.
+	global, never bool
+
 	calls    metric.Int64Counter
 	duration metric.Float64Histogram
 	// callOpts[outcome][source][decider]; durOpts[outcome][source].
@@ -67,13 +73,15 @@ type telemetry struct {
 }
 
 func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry, error) {
-	if tp == nil {
-		tp = otel.GetTracerProvider()
-	}
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	t := &telemetry{tracer: tp.Tracer(ScopeName)}
+	t := &telemetry{global: tp == nil}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	_, t.never = tp.(noop.TracerProvider)
+	t.tracer = tp.Tracer(ScopeName)
 	meter := mp.Meter(ScopeName)
 	var err error
 	if t.calls, err = meter.Int64Counter(MetricToolCalls, metric.WithUnit("{call}"),
@@ -102,8 +110,30 @@ func newTelemetry(tp trace.TracerProvider, mp metric.MeterProvider) (*telemetry,
 	return t, nil
 }
 
-// start begins the span of one call; its name gets the tool's name only when it is recorded.
+// idleGlobal is the global TracerProvider as it is until a program installs one (otel.SetTracerProvider): its
+// tracers record nothing. Nil if it cannot be told apart from an installed provider (then every call starts a
+// span, which is always correct).
+var idleGlobal = func() trace.TracerProvider {
+	if tp := otel.GetTracerProvider(); fmt.Sprintf("%T", tp) == "*global.tracerProvider" {
+		return tp
+	}
+	return nil
+}()
+
+// idle reports whether a span of this gate would record nothing whatever its parent: its provider is the
+// API's no-op one, or the global one while no program has installed an SDK. A call then starts no span at all
+// (a no-op span costs allocations on the hot path); its context keeps the caller's span, which is the parent a
+// no-op span would have passed on.
+func (t *telemetry) idle() bool {
+	return t.never || (t.global && idleGlobal != nil && otel.GetTracerProvider() == idleGlobal)
+}
+
+// start begins the span of one call; its name gets the tool's name only when it is recorded. The span is nil
+// when the gate's tracer is idle.
 func (t *telemetry) start(ctx context.Context, call *Call) (context.Context, trace.Span) {
+	if t.idle() {
+		return ctx, nil
+	}
 	ctx, span := t.tracer.Start(ctx, toolSpanName)
 	if span.IsRecording() {
 		name := spanToolName(call.Tool)
@@ -121,7 +151,7 @@ func spanToolName(s string) string {
 
 // end records the call's outcome on its span and in the metrics, and ends the span.
 func (t *telemetry) end(ctx context.Context, span trace.Span, out Outcome, err error) {
-	if span.IsRecording() {
+	if span != nil && span.IsRecording() {
 		call := out.Call
 		decision := "allow"
 		if out.Status == StatusDenied {
@@ -152,7 +182,9 @@ func (t *telemetry) end(ctx context.Context, span trace.Span, out Outcome, err e
 		}
 		span.SetAttributes(attrs...)
 	}
-	span.End()
+	if span != nil {
+		span.End()
+	}
 	if t.calls.Enabled(ctx) {
 		t.calls.Add(ctx, 1, t.callOpts[outcomeIndex(out.Status)][sourceIndex(out.Call.Source)][deciderIndex(out.Decision.DecidedBy)]...)
 	}
