@@ -42,6 +42,10 @@
 //   - Events (model turns, code, stdout chunks, tool calls with their decisions, repairs, the answer) go to
 //     WithEventHandler and WithLogger (an hclog.Logger; nothing is logged by default).
 //   - The agenttest package has a strict scripted model for tests.
+//   - Traces: a span per Run ("wasmbox.agent.run": run id, steps, stop reason, repairs, tool calls) and under
+//     it one per step ("wasmbox.agent.step": step number, the program's exit code and exception type, its tool
+//     calls, answered, repair); each step's Session Exec span and the spans of its tool calls nest under the
+//     step. They come from the Config's TracerProvider (nil: the global one), like the sandbox's.
 //
 // # Errors
 //

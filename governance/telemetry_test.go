@@ -3,9 +3,14 @@ package governance
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/wasmbox/wasmbox/internal/oteltest"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -44,5 +49,37 @@ func BenchmarkTelemetry(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// What a guest chooses reaches a span only bounded: a tool name of 10,000 bytes, with invalid UTF-8, gives a
+// span name of at most 256 bytes of it, valid UTF-8; the call's arguments never reach a span.
+func TestSpanBoundsGuestText(t *testing.T) {
+	rec := oteltest.NewRecorder(t)
+	g, err := NewGate(GateConfig{Policy: AllowAllPolicy{}, Auditor: DiscardAuditor{}, TracerProvider: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := strings.Repeat("é", 5000) + "\xff"
+	_, err = g.NewRun("").Do(context.Background(), Call{Tool: name, Args: json.RawMessage(`{"secret":"hunter2"}`), Effect: ReadOnly},
+		func(context.Context, Call) ([]byte, error) { return []byte("null"), nil })
+	if !errors.Is(err, ErrInvalidCall) {
+		t.Fatalf("err %v", err)
+	}
+	spans := rec.Spans()
+	if len(spans) != 1 {
+		t.Fatalf("%d spans", len(spans))
+	}
+	s := spans[0]
+	if len(s.Name) > len("execute_tool ")+maxToolNameBytes || !utf8.ValidString(s.Name) {
+		t.Errorf("span name of %d bytes, valid UTF-8 %v", len(s.Name), utf8.ValidString(s.Name))
+	}
+	for _, kv := range s.Attributes {
+		if v := kv.Value.Emit(); len(v) > maxReasonAttrLen || strings.Contains(v, "hunter2") || !utf8.ValidString(v) {
+			t.Errorf("attribute %s: %d bytes", kv.Key, len(v))
+		}
+	}
+	if v, _ := oteltest.Attr(s, "error.type"); v.AsString() != "invalid_call" {
+		t.Errorf("error.type %v", v.Emit())
 	}
 }

@@ -19,6 +19,26 @@
 //     code first gets a KeyboardInterrupt (so Result has a traceback), then the instance is killed.
 //   - docs/THREAT_MODEL.md says what is and is not a security boundary.
 //
+// # Traces and metrics
+//
+// The package is instrumented with the OpenTelemetry API, never the SDK: like every library, it records into
+// the global TracerProvider and MeterProvider (otel.GetTracerProvider) unless Config.TracerProvider or
+// Config.MeterProvider gives others, so nothing is recorded until the program installs an SDK.
+//
+//   - Every Run and RunProgram has a span "wasmbox.run", every Session Exec "wasmbox.exec", a child of the span
+//     in the caller's context, with wasmbox.run.id (the governance run id), wasmbox.exit_code,
+//     wasmbox.duration_ms, wasmbox.peak_memory_bytes, wasmbox.tool_calls and wasmbox.tool_calls.completed,
+//     wasmbox.outcome ("ok", "exception", "exit", "timeout", "memory", "tool_limit", "internal", "error") and,
+//     for a failed run, error.type and an error status.
+//   - Every tool call has a span "execute_tool NAME" from the Gate, a child of its run's span, with the gate's
+//     decision, who decided, the approval wait, the outcome ("ok", "failed", "abandoned", "denied") and
+//     error.type; the tool runs with a context carrying it (governance.GateConfig.TracerProvider).
+//   - Metrics: wasmbox.runs (by operation and outcome) and wasmbox.run.duration here; wasmbox.tool.calls (by
+//     decision, outcome, decider and source) and wasmbox.tool.duration in the gate. No metric is labelled with
+//     anything the guest chooses, and no span carries a call's arguments or results.
+//   - With no SDK installed (or the API's no-op providers) a tool call starts no span at all, and a run costs one
+//     no-op span; bench/ measures both (BenchmarkTracing*).
+//
 // # Errors
 //
 // A Python exception is reported in Result.Exception, not as an error (unless Config.ExceptionAsError). Errors
