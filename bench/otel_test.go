@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -23,7 +25,8 @@ import (
 // providers, with no SDK installed, as in every program that does not use OpenTelemetry) and on (the SDK
 // recording every span into the in-memory test exporter, and every metric into a manual reader). The two run
 // as interleaved rounds (off, on, on, off, ...) so that drift of the machine hits both alike; each reports the
-// median and the spread (min–max) of its rounds, and the median of the per-round ratios on/off.
+// median and the spread (min–max) of its rounds, in CPU time and wall time, and the medians of the per-round
+// ratios on/off.
 //
 //	go test -run '^$' -bench Tracing -benchtime 1x -rounds 21 ./bench/
 var rounds = flag.Int("rounds", 3, "rounds of the interleaved tracing benchmarks (each round measures off and on once)")
@@ -54,30 +57,54 @@ func (t *telemetryOn) providers(on bool) (trace.TracerProvider, metric.MeterProv
 	return t.tp, t.mp
 }
 
-// interleave measures off and on for *rounds rounds, alternating which goes first, and reports the medians,
-// spreads and the median ratio. measure returns one sample of the cost (in unit) and must not depend on the
-// previous sample.
-func interleave(b *testing.B, unit string, measure func(on bool) float64) {
-	measure(false) // warm both paths once
-	measure(true)
-	var off, on, ratio []float64
+// interleave measures off and on for *rounds rounds, alternating which goes first. work does n operations;
+// each sample is its wall time and the process's CPU time (user + system, GC included) per operation, in
+// units of scale (1 for ns, 1000 for µs). CPU time is what a loaded machine distorts least: wall time counts
+// the time other processes held the cores. It reports the medians, the spreads (min–max) and the medians of
+// the per-round ratios on/off.
+func interleave(b *testing.B, unit string, scale float64, n int, work func(on bool)) {
+	sample := func(on bool) (wall, cpu float64) {
+		c0, t0 := cpuTime(), time.Now()
+		work(on)
+		w, c := time.Since(t0), cpuTime()-c0
+		return float64(w.Nanoseconds()) / scale / float64(n), float64(c.Nanoseconds()) / scale / float64(n)
+	}
+	sample(false) // warm both paths once
+	sample(true)
+	var offW, onW, offC, onC, ratioW, ratioC []float64
 	for b.Loop() {
 		for r := range *rounds {
-			var o, n float64
+			var ow, oc, nw, nc float64
 			if r%2 == 0 {
-				o, n = measure(false), measure(true)
+				ow, oc = sample(false)
+				nw, nc = sample(true)
 			} else {
-				n, o = measure(true), measure(false)
+				nw, nc = sample(true)
+				ow, oc = sample(false)
 			}
-			off, on, ratio = append(off, o), append(on, n), append(ratio, n/o)
+			offW, onW, offC, onC = append(offW, ow), append(onW, nw), append(offC, oc), append(onC, nc)
+			ratioW, ratioC = append(ratioW, nw/ow), append(ratioC, nc/oc)
 		}
 	}
-	b.ReportMetric(median(off), unit+"_off")
-	b.ReportMetric(median(on), unit+"_on")
-	b.ReportMetric(median(ratio), "ratio_on/off")
-	b.Logf("%d rounds: off median %.3f %s (min %.3f, max %.3f); on median %.3f %s (min %.3f, max %.3f); on/off median %.3f (min %.3f, max %.3f)",
-		len(off), median(off), unit, slices.Min(off), slices.Max(off), median(on), unit, slices.Min(on), slices.Max(on),
-		median(ratio), slices.Min(ratio), slices.Max(ratio))
+	b.ReportMetric(median(offC), unit+"_cpu_off")
+	b.ReportMetric(median(onC), unit+"_cpu_on")
+	b.ReportMetric(median(ratioC), "cpu_ratio_on/off")
+	b.ReportMetric(median(ratioW), "wall_ratio_on/off")
+	line := func(name string, xs []float64, u string) string {
+		return fmt.Sprintf("%s median %.3f%s (min %.3f, max %.3f)", name, median(xs), u, slices.Min(xs), slices.Max(xs))
+	}
+	b.Logf("%d interleaved rounds of %d operations each\n  CPU:  %s; %s; %s\n  wall: %s; %s; %s", len(offC), n,
+		line("off", offC, " "+unit), line("on", onC, " "+unit), line("on/off", ratioC, ""),
+		line("off", offW, " "+unit), line("on", onW, " "+unit), line("on/off", ratioW, ""))
+}
+
+// cpuTime is the CPU time this process has used so far (user and system, all threads).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(xs []float64) float64 {
@@ -108,22 +135,19 @@ func BenchmarkTracingGate(b *testing.B) {
 	args := json.RawMessage(`{"x":1}`)
 	tool := func(_ context.Context, c governance.Call) ([]byte, error) { return c.Args, nil }
 	ctx := context.Background()
-	interleave(b, "ns/call", func(on bool) float64 {
+	interleave(b, "ns/call", 1, calls, func(on bool) {
 		run := gates[on].NewRun("")
-		start := time.Now()
 		for range calls {
 			if _, err := run.Do(ctx, governance.Call{Tool: "echo", Args: args, Effect: governance.ReadOnly, Source: governance.SourcePython}, tool); err != nil {
 				b.Fatal(err)
 			}
 		}
-		d := time.Since(start)
 		tel.exp.Reset()
-		return float64(d.Nanoseconds()) / calls
 	})
 }
 
-// BenchmarkTracingToolCall is a tool call from Python through the bridge and the gate and back (the W3 program),
-// timed inside the guest: µs per call.
+// BenchmarkTracingToolCall is a tool call from Python through the bridge and the gate and back (the W3 program,
+// 2000 calls in one run): µs per call.
 func BenchmarkTracingToolCall(b *testing.B) {
 	tel := newTelemetryOn(b)
 	sbs := map[bool]*wasmbox.Sandbox{}
@@ -136,13 +160,12 @@ func BenchmarkTracingToolCall(b *testing.B) {
 		}
 		sbs[on] = sandbox(b, wasmbox.Config{Tools: hostfuncs.NewRegistry().MustRegister(echoTool()), Gate: gate, TracerProvider: tp, MeterProvider: mp})
 	}
-	interleave(b, "µs/call", func(on bool) float64 {
-		us, err := ToolCallMicros(context.Background(), sbs[on], 2000)
-		if err != nil {
+	const calls = 2000
+	interleave(b, "µs/call", 1000, calls, func(on bool) {
+		if _, err := ToolCallMicros(context.Background(), sbs[on], calls); err != nil {
 			b.Fatal(err)
 		}
 		tel.exp.Reset()
-		return us
 	})
 }
 
@@ -155,14 +178,11 @@ func BenchmarkTracingRun(b *testing.B) {
 		sbs[on] = sandbox(b, wasmbox.Config{TracerProvider: tp, MeterProvider: mp})
 	}
 	const runs = 50
-	interleave(b, "µs/run", func(on bool) float64 {
-		start := time.Now()
+	interleave(b, "µs/run", 1000, runs, func(on bool) {
 		for range runs {
 			runOK(b, sbs[on], "print(1)")
 		}
-		d := time.Since(start)
 		tel.exp.Reset()
-		return float64(d.Microseconds()) / runs
 	})
 }
 

@@ -18,19 +18,22 @@ import (
 )
 
 // BenchmarkTelemetry is what the gate adds to a call for its span and metrics (start and end, nothing else):
-// off is the global providers with no SDK installed; noop the API's no-op providers; on the SDK recording
-// into the in-memory test exporter and a manual metric reader.
+// off is the global providers with no SDK installed; on the SDK recording into the in-memory test exporter and
+// a manual metric reader; traces and metrics one of the two; traces_noexport the SDK recording spans that no
+// processor exports (the SDK's own cost).
 func BenchmarkTelemetry(b *testing.B) {
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer tp.Shutdown(context.Background())
+	bare := sdktrace.NewTracerProvider() // records spans, exports nothing
+	defer bare.Shutdown(context.Background())
 	defer mp.Shutdown(context.Background())
 	for _, v := range []struct {
 		name string
 		tp   trace.TracerProvider
 		mp   metric.MeterProvider
-	}{{"off", nil, nil}, {"on", tp, mp}} {
+	}{{"off", nil, nil}, {"on", tp, mp}, {"traces", tp, nil}, {"metrics", nil, mp}, {"traces_noexport", bare, nil}} {
 		b.Run(v.name, func(b *testing.B) {
 			tel, err := newTelemetry(v.tp, v.mp)
 			if err != nil {

@@ -130,7 +130,7 @@ func (t *telemetry) end(ctx context.Context, span trace.Span, op int, start time
 		switch {
 		case err != nil:
 			attrs = append(attrs, keyErrorType.String(runOutcomes[outcome]))
-			span.SetStatus(codes.Error, err.Error())
+			span.SetStatus(codes.Error, statusText(err.Error()))
 		case outcome != 0:
 			attrs = append(attrs, keyErrorType.String(runOutcomes[outcome]))
 			span.SetStatus(codes.Error, "exit code "+strconv.Itoa(res.ExitCode))
@@ -172,4 +172,12 @@ func runOutcome(res *Result, err error) int {
 		return 1
 	}
 	return 2
+}
+
+// maxStatusText bounds a span's status description: a run's error can carry the guest's text (an exception's
+// message is up to 64 KiB).
+const maxStatusText = 1 << 10
+
+func statusText(s string) string {
+	return strings.ToValidUTF8(truncateText(s, maxStatusText), "\uFFFD")
 }

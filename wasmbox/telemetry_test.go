@@ -336,3 +336,18 @@ except Exception:
 		t.Errorf("histogram counts %v", hist)
 	}
 }
+
+// A run's error can carry the guest's text (here a 60 KB exception message, with ExceptionAsError): the span's
+// status keeps at most 1 KiB of it.
+func TestTraceStatusIsBounded(t *testing.T) {
+	rec := oteltest.NewRecorder(t)
+	sb := newSandbox(t, wasmbox.Config{TracerProvider: rec, ExceptionAsError: true})
+	if _, err := sb.Run(context.Background(), "raise ValueError('x' * 60000)"); !errors.Is(err, wasmbox.ErrPython) {
+		t.Fatalf("err %v", err)
+	}
+	s := rec.One(t, wasmbox.SpanRun)
+	if s.Status.Code != codes.Error || len(s.Status.Description) > 1100 || !strings.Contains(s.Status.Description, "ValueError") {
+		t.Errorf("status %v, %d bytes", s.Status.Code, len(s.Status.Description))
+	}
+	wantAttr(t, s, "wasmbox.outcome", "exception")
+}
