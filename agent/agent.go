@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tmc/langchaingo/llms"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
@@ -28,6 +29,7 @@ type Agent struct {
 	tools  *hostfuncs.Registry
 	opts   options
 	system string
+	tracer trace.Tracer
 }
 
 // New creates an agent over model with a sandbox built from cfg. cfg.Tools are the tools the programs may call
@@ -50,7 +52,7 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 	}
 	view := defaultGateView
 	if cfg.Gate == nil {
-		if cfg.Gate, err = wasmbox.DefaultGate(); err != nil {
+		if cfg.Gate, err = defaultGate(cfg); err != nil {
 			return nil, err
 		}
 	} else {
@@ -104,7 +106,7 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 		Memory:       humanBytes(mem),
 		Instructions: strings.TrimSpace(o.instructions),
 	})
-	return &Agent{model: model, sb: sb, gate: cfg.Gate, tools: reg, opts: o, system: system}, nil
+	return &Agent{model: model, sb: sb, gate: cfg.Gate, tools: reg, opts: o, system: system, tracer: tracerOf(cfg.TracerProvider)}, nil
 }
 
 // SystemPrompt returns the system prompt the model is given.
@@ -244,7 +246,9 @@ func (a *Agent) RunIn(ctx context.Context, ws *wasmbox.Workspace, task string) (
 	r.res.Workspace = ws
 	ctx = context.WithValue(ctx, workspaceKey{}, ws)
 	ctx = context.WithValue(ctx, runnerKey{}, r)
+	ctx, span := r.startRun(ctx)
 	err := r.run(ctx, task)
+	r.endStep(err)
 	if r.se != nil {
 		r.cleanup(ctx)
 		_ = r.se.Close(ctx)
@@ -256,6 +260,7 @@ func (a *Agent) RunIn(ctx context.Context, ws *wasmbox.Workspace, task string) (
 	if err != nil {
 		r.emit(Event{Kind: EventError, Err: err})
 	}
+	r.endRun(span, err)
 	return r.res, err
 }
 
@@ -271,6 +276,10 @@ type runner struct {
 	gov   *governance.Run // the task's run: every tool call of the Run counts against it
 	step  int
 	mu    sync.Mutex // serialises emit (stdout chunks come from the program's goroutine)
+	// stepSpan is the span of the step in progress (nil between steps); stepResult the result of its program.
+	stepSpan   trace.Span
+	stepN      int
+	stepResult *wasmbox.Result
 }
 
 func (r *runner) emit(e Event) {
@@ -346,8 +355,8 @@ func (r *runner) cleanup(ctx context.Context) {
 		Code: "import shutil as _shutil\n_shutil.rmtree('/workspace/" + privateDir + "', ignore_errors=True)\ndel _shutil\n"})
 }
 
-func (r *runner) run(ctx context.Context, task string) error {
-	if err := r.startSession(ctx); err != nil {
+func (r *runner) run(runCtx context.Context, task string) error {
+	if err := r.startSession(runCtx); err != nil {
 		return err
 	}
 	msgs := []llms.MessageContent{
@@ -374,6 +383,7 @@ func (r *runner) run(ctx context.Context, task string) error {
 		return err
 	}
 	for r.step = 1; r.step <= r.o.maxSteps; r.step++ {
+		ctx := r.startStep(runCtx)
 		if ctx.Err() != nil {
 			return r.deadline(ctx)
 		}
@@ -420,6 +430,7 @@ func (r *runner) run(ctx context.Context, task string) error {
 		r.emit(Event{Kind: EventCode, Code: code})
 
 		res, runErr := r.exec(ctx, code)
+		r.stepResult = res
 		if res != nil {
 			st.Stdout, st.Stderr, st.Exception, st.ToolCalls = res.Stdout, res.Stderr, res.Exception, res.ToolCalls
 			r.res.ToolCalls = append(r.res.ToolCalls, res.ToolCalls...)

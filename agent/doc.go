@@ -44,6 +44,10 @@
 //   - The agenttest package has a strict scripted model for tests.
 //   - Tools of MCP servers: mcp.Attach(&cfg, client) adds them to the Config given to New, governed like any
 //     tool; the agent's Close then stops the servers (package mcp, kept out of this one's dependencies).
+//   - Traces: a span per Run ("wasmbox.agent.run": run id, steps, stop reason, repairs, tool calls) and under
+//     it one per step ("wasmbox.agent.step": step number, the program's exit code and exception type, its tool
+//     calls, answered, repair); each step's Session Exec span and the spans of its tool calls nest under the
+//     step. They come from the Config's TracerProvider (nil: the global one), like the sandbox's.
 //
 // # Errors
 //

@@ -192,6 +192,8 @@ type Outcome struct {
 	// Duration is how long the tool ran (until the gate stopped waiting, for an abandoned tool); zero if it
 	// did not run.
 	Duration time.Duration
+	// ApprovalWait is how long the gate waited for the approver; zero if the call did not need approval.
+	ApprovalWait time.Duration
 	// AuditErr is not nil when the record of this outcome could not be written. For a denied call the call is
 	// denied regardless; for a call that ran, the tool's result and error are returned as they are (the
 	// "allowed" record was written before it ran), because reporting an error for a call that took effect would

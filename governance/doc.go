@@ -56,4 +56,14 @@
 //
 // The package writes nothing to standard output or standard error, except the TerminalApprover's questions
 // (to its Out, os.Stderr by default). Diagnostics go to GateConfig.Logger, an hclog.Logger, if set.
+//
+// # Traces and metrics
+//
+// [Run.Do] gives every call an OpenTelemetry span, "execute_tool NAME" (gen_ai.operation.name, gen_ai.tool.name,
+// wasmbox.run.id, wasmbox.tool.seq, .source, .effect, .decision, .decided_by, .approval_wait_ms, .duration_ms,
+// .outcome, and error.type with an error status for a call that was denied or failed), a child of the span in
+// the call's context; the tool runs with a context that carries it. The metrics wasmbox.tool.calls and
+// wasmbox.tool.duration (seconds) are labelled by decision, outcome, decider and source only: never by a tool
+// name, which the guest chooses. GateConfig.TracerProvider and MeterProvider default to the global providers;
+// while no SDK is installed a call starts no span at all.
 package governance

@@ -19,6 +19,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // DefaultMaxArgsBytes bounds a call's arguments when GateConfig.MaxArgsBytes is zero.
@@ -80,6 +82,13 @@ type GateConfig struct {
 	Logger hclog.Logger
 	// Now is the clock for record times; nil means time.Now. Durations always use the monotonic clock.
 	Now func() time.Time
+	// TracerProvider gives the span of every call ("execute_tool NAME", a child of the span in the call's
+	// context; the tool runs with a context that carries it). Nil means the global one
+	// (otel.GetTracerProvider()), which records nothing until the program installs an SDK.
+	TracerProvider trace.TracerProvider
+	// MeterProvider gives the gate's metrics (wasmbox.tool.calls, wasmbox.tool.duration). Nil means the
+	// global one (otel.GetMeterProvider()).
+	MeterProvider metric.MeterProvider
 }
 
 // Gate is the single point every tool call passes before it runs. A Gate is immutable after NewGate and safe
@@ -121,6 +130,7 @@ type Gate struct {
 	toolGrace       time.Duration
 	log             hclog.Logger
 	now             func() time.Time
+	tel             *telemetry
 }
 
 // NewGate returns a gate for cfg.
@@ -165,6 +175,10 @@ func NewGate(cfg GateConfig) (*Gate, error) {
 	}
 	if g.log == nil {
 		g.log = hclog.NewNullLogger()
+	}
+	var err error
+	if g.tel, err = newTelemetry(cfg.TracerProvider, cfg.MeterProvider); err != nil {
+		return nil, fmt.Errorf("governance: NewGate: telemetry: %w", err)
 	}
 	return g, nil
 }
@@ -230,7 +244,17 @@ func (r *Run) Flooded() bool {
 // The tool runs with ctx. When ctx can end, the tool runs in a goroutine of its own and Do returns at most
 // GateConfig.ToolGrace after ctx ends, whether the tool honours ctx or not; a tool that never returns keeps
 // its goroutine (the gate cannot stop Go code), but nothing waits for it.
+//
+// Each call gets a span (see GateConfig.TracerProvider), and the tool's context carries it, so that the
+// tool's own spans nest under it.
 func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error) {
+	ctx, span := r.g.tel.start(ctx, &call)
+	out, err := r.do(ctx, call, tool)
+	r.g.tel.end(ctx, span, out, err)
+	return out, err
+}
+
+func (r *Run) do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error) {
 	g := r.g
 	call.RunID = r.id
 	call.Seq = r.seq.Add(1)
@@ -310,15 +334,20 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 	rec := g.baseRecord(call)
 	g.setArgs(&rec, display)
 	dec := Decision{Allow: true, Reason: orDefault(v.Reason, "allowed by policy"), DecidedBy: "policy"}
+	var approvalWait time.Duration
 	if v.Action == NeedsApproval {
+		asked := time.Now()
 		d, kind, cause := g.approve(ctx, ApprovalRequest{
 			Call: call, Reason: orDefault(v.Reason, "approval required"), DisplayArgs: display,
 		})
+		approvalWait = time.Since(asked)
 		rec.Time = g.clock() // the record is of the decision, which came now
 		if kind != nil {
 			r.release(call)
 			settle(CallReport{})
-			return r.deny(actx, call, &rec, kind, cause, d.DecidedBy, d.Reason)
+			out, err := r.deny(actx, call, &rec, kind, cause, d.DecidedBy, d.Reason)
+			out.ApprovalWait = approvalWait
+			return out, err
 		}
 		dec = d
 	}
@@ -333,7 +362,7 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 		r.mu.Unlock()
 		g.log.Error("governance: audit failed; tool not run", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
 		dec = Decision{Allow: false, Reason: "the audit record could not be written: " + strings.TrimPrefix(err.Error(), ErrAudit.Error()+": "), DecidedBy: "gate"}
-		return Outcome{Call: call, Decision: dec, Status: StatusDenied, AuditErr: err},
+		return Outcome{Call: call, Decision: dec, Status: StatusDenied, AuditErr: err, ApprovalWait: approvalWait},
 			&DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: dec.Reason, DecidedBy: dec.DecidedBy, Kind: ErrAudit, Err: err}
 	}
 
@@ -345,7 +374,7 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
 
 	// 7. The outcome.
-	out := Outcome{Call: call, Decision: dec, Status: StatusOK, Result: res, Duration: dur}
+	out := Outcome{Call: call, Decision: dec, Status: StatusOK, Result: res, Duration: dur, ApprovalWait: approvalWait}
 	if g.now == nil {
 		rec.Time = end.UTC()
 	} else {

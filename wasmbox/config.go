@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
@@ -102,6 +104,16 @@ type Config struct {
 	// (and New closes them if it fails). They are what the Sandbox's tools depend on, such as the MCP servers
 	// whose tools it serves (package mcp). Nil means none.
 	Closers []Closer
+	// TracerProvider gives the spans of every Run ("wasmbox.run") and Session Exec ("wasmbox.exec"), each a
+	// child of the span in the caller's context. Nil means the global one (otel.GetTracerProvider()), which
+	// records nothing until the program installs an OpenTelemetry SDK. The spans of tool calls come from the
+	// Gate (governance.GateConfig.TracerProvider): the default gate uses this provider, a Gate you pass uses
+	// its own, and either way they are children of the run's span. See "Traces and metrics" in the package
+	// documentation.
+	TracerProvider trace.TracerProvider
+	// MeterProvider gives the metrics of runs (wasmbox.runs, wasmbox.run.duration). Nil means the global one
+	// (otel.GetMeterProvider()). The default gate's tool-call metrics use it too.
+	MeterProvider metric.MeterProvider
 }
 
 // Closer is a resource whose life is the Sandbox's (Config.Closers).
@@ -184,9 +196,11 @@ func (c Config) withDefaults() (Config, error) {
 		c.Time = DeterministicEpoch
 	}
 	if c.Gate == nil {
-		g, err := DefaultGate()
+		gc := DefaultGateConfig()
+		gc.TracerProvider, gc.MeterProvider = c.TracerProvider, c.MeterProvider
+		g, err := governance.NewGate(gc)
 		if err != nil {
-			return Config{}, err
+			return Config{}, fmt.Errorf("wasmbox: default gate: %w", err)
 		}
 		c.Gate = g
 	}

@@ -19,6 +19,26 @@
 //     code first gets a KeyboardInterrupt (so Result has a traceback), then the instance is killed.
 //   - docs/THREAT_MODEL.md says what is and is not a security boundary.
 //
+// # Traces and metrics
+//
+// The package is instrumented with the OpenTelemetry API, never the SDK: like every library, it records into
+// the global TracerProvider and MeterProvider (otel.GetTracerProvider) unless Config.TracerProvider or
+// Config.MeterProvider gives others, so nothing is recorded until the program installs an SDK.
+//
+//   - Every Run and RunProgram has a span "wasmbox.run", every Session Exec "wasmbox.exec", a child of the span
+//     in the caller's context, with wasmbox.run.id (the governance run id), wasmbox.exit_code,
+//     wasmbox.duration_ms, wasmbox.peak_memory_bytes, wasmbox.tool_calls and wasmbox.tool_calls.completed,
+//     wasmbox.outcome ("ok", "exception", "exit", "timeout", "memory", "tool_limit", "internal", "error") and,
+//     for a failed run, error.type and an error status.
+//   - Every tool call has a span "execute_tool NAME" from the Gate, a child of its run's span, with the gate's
+//     decision, who decided, the approval wait, the outcome ("ok", "failed", "abandoned", "denied") and
+//     error.type; the tool runs with a context carrying it (governance.GateConfig.TracerProvider).
+//   - Metrics: wasmbox.runs (by operation and outcome) and wasmbox.run.duration here; wasmbox.tool.calls (by
+//     decision, outcome, decider and source) and wasmbox.tool.duration in the gate. No metric is labelled with
+//     anything the guest chooses, and no span carries a call's arguments or results.
+//   - With no SDK installed (or the API's no-op providers) a tool call starts no span at all, and a run costs one
+//     no-op span; bench/ measures both (BenchmarkTracing*).
+//
 // # Errors
 //
 // A Python exception is reported in Result.Exception, not as an error (unless Config.ExceptionAsError). Errors
@@ -33,6 +53,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
@@ -49,6 +70,7 @@ type Sandbox struct {
 	cfg         Config
 	toolsModule string
 	it          *interp
+	tel         *telemetry
 	closed      atomic.Bool
 	closeOnce   atomic.Bool
 	wg          sync.WaitGroup
@@ -96,7 +118,11 @@ func New(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
 		return nil, err
 	}
 	c.Logger.Debug("sandbox ready", "interpreter_sha256", it.sha256, "memory_limit", c.MemoryLimit, "timeout", c.Timeout)
-	s := &Sandbox{cfg: c, it: it, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer()}
+	tel, err := newTelemetry(c.TracerProvider, c.MeterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("%w: telemetry: %w", ErrInvalidConfig, err)
+	}
+	s := &Sandbox{cfg: c, it: it, tel: tel, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer()}
 	if len(c.Packages) > 0 {
 		if s.installed, err = installPackages(ctx, c.Wheelhouse, s.packages, c.Packages); err != nil {
 			return nil, err
@@ -117,6 +143,14 @@ func (s *Sandbox) Run(ctx context.Context, code string) (*Result, error) {
 // RunProgram runs one program in a fresh interpreter. The Result is non-nil whenever the program started, even
 // if an error (a timeout, say) is also returned.
 func (s *Sandbox) RunProgram(ctx context.Context, p Program) (*Result, error) {
+	start := time.Now()
+	ctx, span := s.tel.start(ctx, opRun)
+	res, err := s.runProgram(ctx, p)
+	s.tel.end(ctx, span, opRun, start, res, err)
+	return res, err
+}
+
+func (s *Sandbox) runProgram(ctx context.Context, p Program) (*Result, error) {
 	if err := s.reentrant(ctx); err != nil {
 		return nil, err
 	}
@@ -216,6 +250,14 @@ func (se *Session) Exec(ctx context.Context, code string) (*Result, error) {
 
 // ExecProgram is Exec with the options of Program (Workspace is ignored: the session's own is used).
 func (se *Session) ExecProgram(ctx context.Context, p Program) (*Result, error) {
+	start := time.Now()
+	ctx, span := se.sb.tel.start(ctx, opExec)
+	res, err := se.execProgram(ctx, p)
+	se.sb.tel.end(ctx, span, opExec, start, res, err)
+	return res, err
+}
+
+func (se *Session) execProgram(ctx context.Context, p Program) (*Result, error) {
 	if err := se.sb.reentrant(ctx); err != nil {
 		return nil, err
 	}

@@ -55,15 +55,15 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 	}
 	switch args[0] {
 	case "run":
-		return runMain(ctx, args[1:], stdin, stdout, stderr)
+		return withTelemetry(ctx, stderr, func(ctx context.Context) int { return runMain(ctx, args[1:], stdin, stdout, stderr) })
 	case "mcp":
-		return mcpMain(ctx, args[1:], stdin, stdout, stderr)
+		return withTelemetry(ctx, stderr, func(ctx context.Context) int { return mcpMain(ctx, args[1:], stdin, stdout, stderr) })
 	case "version":
 		return versionMain(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return auditVerifyMain(args[1:], stdout, stderr)
 	case "-h", "--help", "help":
-		fmt.Fprint(stdout, usageText)
+		fmt.Fprint(stdout, usageText+telemetryHelp)
 		return 0
 	default:
 		fmt.Fprintf(stderr, "wasmbox: unknown command %q\n%s", args[0], usageText)
