@@ -52,6 +52,10 @@ type report struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == p2ChildFlag {
+		p2Child()
+		return
+	}
 	quick := flag.Bool("quick", false, "fewer repetitions (under a minute)")
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	against := flag.String("against", "", "also time W1/W2 on the interpreter built in DIR (e.g. pyruntime/build.sh --variant plain --out DIR) and print the ratios")
