@@ -12,6 +12,7 @@ import (
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/testcache"
 	"github.com/wasmbox/wasmbox/wheels"
 )
 
@@ -225,14 +226,26 @@ func (c Config) withDefaults() (Config, error) {
 	c.Env = env
 	c.Preload = append([]string(nil), c.Preload...)
 	if c.CacheDir == "" && !c.DisableCompileCache {
-		if d, err := os.UserCacheDir(); err == nil {
-			c.CacheDir = filepath.Join(d, "wasmbox", "compile")
-		}
+		c.CacheDir = DefaultCacheDir()
 	}
 	if c.DisableCompileCache {
 		c.CacheDir = ""
 	}
 	return c, nil
+}
+
+// DefaultCacheDir is where the cache lives when Config.CacheDir is empty: <os.UserCacheDir()>/wasmbox/compile, or
+// "" if the system names no user cache directory (then nothing is cached on disk). In this module's own tests it
+// is a temporary directory (internal/testcache), never the user's.
+func DefaultCacheDir() string {
+	if d := testcache.Dir(); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "wasmbox", "compile")
 }
 
 func containsAny(s, chars string) bool {

@@ -2,11 +2,11 @@ package wasmbox
 
 import (
 	"context"
-	"errors"
-	"io/fs"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"

@@ -3,6 +3,7 @@
 //	wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
 //	            [--workspace DIR] [--writeback] [--audit LOG] [--json] (FILE | -c CODE | -)
 //	wasmbox version [--json]
+//	wasmbox precompile [--preload MODULE]... DIR
 //	wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 //
 // Exit codes: 124 on timeout; 2 on usage errors; 125 when wasmbox fails; otherwise the program's own, except that
@@ -11,6 +12,10 @@
 //
 // The program's standard input is empty unless --stdin passes this process's; it is read within the run's
 // deadline. --writeback copies the workspace back only after a program that ran to its end.
+//
+// The environment names the cache and a precompiled directory: WASMBOX_CACHE_DIR (default: the user's cache
+// directory + wasmbox/compile), WASMBOX_CACHE_MAX (its cap, default 1GiB, "off" for none) and WASMBOX_PRECOMPILED
+// (a directory made by `wasmbox precompile DIR` at build time, used read-only).
 package main
 
 import (
