@@ -59,7 +59,7 @@ func loadEmbedded(cacheDir string, maxBytes int64, pre *precompiledDir) (*source
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
 	}
-	src := &source{stdlib: v.Stdlib, tzdata: v.TZData, info: v.BuildInfo,
+	src := &source{stdlib: v.Stdlib, tzdata: v.TZData, info: v.BuildInfo, gzSHA: v.WasmGzSHA256,
 		dataID: "embedded " + v.StdlibSHA256 + " " + v.TZDataSHA256}
 	dir := ""
 	if cacheDir != "" {
@@ -71,7 +71,13 @@ func loadEmbedded(cacheDir string, maxBytes int64, pre *precompiledDir) (*source
 			m = c
 		}
 		src.declaredSHA, src.codeID, src.exportsChecked = m.WasmSHA256, m.WasmSHA256, true
-		src.wasm = func() ([]byte, error) { return artifactWasm(dir, m, v) }
+		src.wasm = func() ([]byte, error) {
+			b, err := artifactWasm(dir, m, v)
+			if err != nil {
+				err = pre.refuse("%v", err)
+			}
+			return b, err
+		}
 		return src, nil
 	}
 	if m, ok := readArtifact(dir, v.WasmGzSHA256); ok {

@@ -99,6 +99,7 @@ type interpEntry struct {
 // source is an interpreter before compilation: its artifacts, identities and a way to get its wasm.
 type source struct {
 	declaredSHA, codeID, dataID string
+	gzSHA                       string // the embedded interpreter's verified python.wasm.gz hash; "" for others
 	stdlib, tzdata              []byte
 	info                        string
 	wasm                        func() ([]byte, error)

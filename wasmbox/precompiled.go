@@ -127,7 +127,7 @@ func openPrecompiled(dir, engineName string) (*precompiledDir, error) {
 
 // matches checks that the directory was made for this interpreter.
 func (p *precompiledDir) matches(src *source) error {
-	if p.info.CodeID != src.codeID || p.info.DataID != src.dataID {
+	if p.info.GzSHA256 != src.gzSHA || p.info.CodeID != src.codeID || p.info.DataID != src.dataID {
 		return p.refuse("made for another interpreter (%.12s, this one is %.12s)", p.info.CodeID, src.codeID)
 	}
 	return nil

@@ -124,14 +124,17 @@ func TestPrecompiledDirRefused(t *testing.T) {
 		}
 		return found
 	}
+	// flip changes one byte in the middle of every file whose path contains part.
 	flip := func(part string) func(string) {
 		return func(dir string) {
-			p := file(dir, part)
-			b, _ := os.ReadFile(p)
-			b[len(b)/2] ^= 1
-			if err := os.WriteFile(p, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
+			filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+				if err != nil || d.IsDir() || !strings.Contains(p, part) {
+					return err
+				}
+				b, _ := os.ReadFile(p)
+				b[len(b)/2] ^= 1
+				return os.WriteFile(p, b, 0o644)
+			})
 		}
 	}
 	for _, c := range []struct {
@@ -143,7 +146,9 @@ func TestPrecompiledDirRefused(t *testing.T) {
 		{"CPU", "CPU features", manifest(func(m map[string]any) { m["cpu_features"] = 12345 })},
 		{"format", "format", manifest(func(m map[string]any) { m["format"] = "wasmbox-precompiled-v0" })},
 		{"ABI", "ABI version", manifest(func(m map[string]any) { m["abi_version"] = 0 })},
-		{"interpreter", "another interpreter", manifest(func(m map[string]any) { m["interpreter_sha256"] = strings.Repeat("0", 64) })},
+		{"interpreter", "another interpreter", manifest(func(m map[string]any) { m["python_wasm_gz_sha256"] = strings.Repeat("0", 64) })},
+		{"stdlib", "another interpreter", manifest(func(m map[string]any) { m["data_id"] = "embedded 0 0" })},
+		{"interpreter hash", "precompiled directory refused", manifest(func(m map[string]any) { m["interpreter_sha256"] = strings.Repeat("0", 64) })},
 		{"truncated snapshot", ".img has", func(dir string) { os.Truncate(file(dir, ".img"), 65536) }},
 		{"changed snapshot", "changed since", flip(".img")},
 		{"changed snapshot module", "changed since", flip("module-")},

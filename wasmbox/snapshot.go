@@ -25,8 +25,12 @@ type snapshot struct {
 // randomness) and captures it.
 func (s *Sandbox) takeSnapshot(ctx context.Context) (*snapshot, error) {
 	key := s.snapshotKey(prepareSource(s.cfg.Preload, s.toolsModule))
-	if snap, err := s.loadSnapshot(ctx, key); err == nil {
+	snap, err := s.loadSnapshot(ctx, key)
+	if err == nil {
 		return snap, nil
+	}
+	if errors.Is(err, ErrPrecompiled) { // a damaged precompiled directory is refused, never worked around
+		return nil, err
 	}
 	g, err := s.initGuest(ctx)
 	if err != nil {
