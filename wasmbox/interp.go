@@ -270,7 +270,6 @@ type onCompileKey struct{}
 // the cache's size cap, and a hit marks the code file as used.
 func (it *interp) compile(ctx context.Context, wasm []byte, what string) (engine.Module, error) {
 	wazero := it.engine == "" || it.engine == "wazero"
-	var codeFile string
 	switch {
 	case it.precompiled != nil:
 		rel, err := filepath.Rel(it.precompiled.dir, engine.WazeroCodeFile(it.precompiled.dir, wasm))
@@ -283,10 +282,10 @@ func (it *interp) compile(ctx context.Context, wasm []byte, what string) (engine
 			return nil, err
 		}
 		return it.eng.Compile(ctx, wasm)
-	case wazero && it.cacheDir != "":
-		codeFile = engine.WazeroCodeFile(it.cacheDir, wasm)
-	}
-	if codeFile != "" {
+	case !wazero: // another engine's cache is its own affair
+		return it.eng.Compile(ctx, wasm)
+	case it.cacheDir != "":
+		codeFile := engine.WazeroCodeFile(it.cacheDir, wasm)
 		if _, err := os.Stat(codeFile); err == nil {
 			touch(codeFile)
 			return it.eng.Compile(ctx, wasm)
