@@ -176,7 +176,7 @@ func fileSum(path string) (precompiledFile, error) {
 // initialising: the compiled interpreter, the snapshot module and the snapshot of cfg's configuration (its
 // Preload, Tools, Packages, Deterministic settings). Run it at build time (a container image, a serverless layer)
 // with the same binary and on the same kind of machine that will run it, then set Config.PrecompiledDir. dir must
-// not exist or be empty. It takes as long as the first compile (tens of seconds); the result is about 130 MB.
+// not exist or be empty. It takes as long as the first compile (tens of seconds); the result is about 120 MB.
 //
 // Sandboxes configured otherwise can use the directory too: they skip the compile and initialise once per
 // process (their snapshot is saved in CacheDir as usual).
