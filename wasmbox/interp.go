@@ -285,11 +285,36 @@ func (it *interp) compile(ctx context.Context, wasm []byte, what string) (engine
 	case !wazero: // another engine's cache is its own affair
 		return it.eng.Compile(ctx, wasm)
 	case it.cacheDir != "":
+		// The compile starts at once; whether the cache holds it (hashing the module again to name its file)
+		// is found out beside it, so a hit costs no extra time on a second core.
+		type result struct {
+			mod engine.Module
+			err error
+		}
+		done := make(chan result, 1)
+		start := time.Now()
+		go func() {
+			m, err := it.eng.Compile(ctx, wasm)
+			done <- result{m, err}
+		}()
 		codeFile := engine.WazeroCodeFile(it.cacheDir, wasm)
 		if _, err := os.Stat(codeFile); err == nil {
+			r := <-done
 			touch(codeFile)
-			return it.eng.Compile(ctx, wasm)
+			return r.mod, r.err
 		}
+		notify, _ := ctx.Value(onCompileKey{}).(func(CompileEvent))
+		if notify != nil {
+			notify(CompileEvent{Module: what})
+		}
+		r := <-done
+		if notify != nil {
+			notify(CompileEvent{Module: what, Done: true, Elapsed: time.Since(start), Err: r.err})
+		}
+		if r.err == nil {
+			enforceCacheCap(it.cacheDir, it.maxBytes, cacheMinAge)
+		}
+		return r.mod, r.err
 	}
 	notify, _ := ctx.Value(onCompileKey{}).(func(CompileEvent))
 	if notify != nil {
@@ -299,9 +324,6 @@ func (it *interp) compile(ctx context.Context, wasm []byte, what string) (engine
 	mod, err := it.eng.Compile(ctx, wasm)
 	if notify != nil {
 		notify(CompileEvent{Module: what, Done: true, Elapsed: time.Since(start), Err: err})
-	}
-	if err == nil {
-		enforceCacheCap(it.cacheDir, it.maxBytes, cacheMinAge)
 	}
 	return mod, err
 }
