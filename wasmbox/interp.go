@@ -231,7 +231,7 @@ func (it *interp) original(ctx context.Context) (engine.Module, error) {
 			it.origErr = err
 			return
 		}
-		it.mod, it.origErr = it.compile(ctx, wasm, "interpreter")
+		it.mod, it.origErr = it.compile(context.WithoutCancel(ctx), wasm, "interpreter") // shared by later callers: never cancelled by this one
 		if it.origErr != nil {
 			it.origErr = fmt.Errorf("%w: %w", ErrInterpreter, it.origErr)
 		}
