@@ -14,13 +14,15 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	_ "embed"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"strings"
 	"sync"
+
+	"github.com/wasmbox/wasmbox/internal/starttrace"
 )
 
 // The artifacts are embedded as byte slices, not read from an embed.FS: ReadFile would copy 15 MB at every
@@ -66,32 +68,73 @@ var (
 	loadOnce sync.Once
 	loaded   *Interpreter
 	loadErr  error
+
+	verifiedOnce sync.Once
+	verified     *Verified
+	verifiedErr  error
 )
 
 // Load verifies and decompresses the embedded interpreter once per process and returns it. The returned value
 // is shared: do not modify its byte slices.
 func Load() (*Interpreter, error) {
-	loadOnce.Do(func() { loaded, loadErr = load(files) })
+	loadOnce.Do(func() {
+		v, err := LoadVerified()
+		if err != nil {
+			loadErr = err
+			return
+		}
+		loaded, loadErr = v.decompress()
+	})
 	return loaded, loadErr
+}
+
+// Verified is the embedded interpreter checked against SHA256SUMS but not decompressed: what a process needs when
+// a cache already holds the decompressed interpreter (the fields are those of Interpreter).
+type Verified struct {
+	// WasmGz is python.wasm.gz as embedded; WasmGzSHA256 its verified hex SHA-256.
+	WasmGz       []byte
+	WasmGzSHA256 string
+	// StdlibSHA256 and TZDataSHA256 are the verified hex SHA-256 of Stdlib and TZData.
+	Stdlib, TZData             []byte
+	StdlibSHA256, TZDataSHA256 string
+	BuildInfo                  string
+}
+
+// LoadVerified checks the embedded artifacts against SHA256SUMS once per process and returns them without
+// decompressing the interpreter. The returned value is shared: do not modify its byte slices.
+func LoadVerified() (*Verified, error) {
+	verifiedOnce.Do(func() { verified, verifiedErr = loadVerified(files) })
+	return verified, verifiedErr
+}
+
+func loadVerified(fsys fs.FS) (*Verified, error) {
+	m, sums, err := readVerified(fsys)
+	if err != nil {
+		return nil, err
+	}
+	starttrace.Mark("assets: verify embedded (sha256)")
+	return &Verified{WasmGz: m["python.wasm.gz"], WasmGzSHA256: sums["python.wasm.gz"], Stdlib: m["stdlib.zip"],
+		StdlibSHA256: sums["stdlib.zip"], TZData: m["tzdata.zip"], TZDataSHA256: sums["tzdata.zip"],
+		BuildInfo: string(m["BUILDINFO"])}, nil
 }
 
 // Verify checks every embedded file against SHA256SUMS.
 func Verify() error {
-	_, err := readVerified(files)
+	_, _, err := readVerified(files)
 	return err
 }
 
-func readVerified(fsys fs.FS) (map[string][]byte, error) {
+func readVerified(fsys fs.FS) (map[string][]byte, map[string]string, error) {
 	sums, err := fs.ReadFile(fsys, "SHA256SUMS")
 	if err != nil {
-		return nil, fmt.Errorf("assets: %w", err)
+		return nil, nil, fmt.Errorf("assets: %w", err)
 	}
-	out := map[string][]byte{}
+	out, hexes := map[string][]byte{}, map[string]string{}
 	sc := bufio.NewScanner(bytes.NewReader(sums))
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) != 2 {
-			return nil, fmt.Errorf("assets: malformed SHA256SUMS line %q", sc.Text())
+			return nil, nil, fmt.Errorf("assets: malformed SHA256SUMS line %q", sc.Text())
 		}
 		name := strings.TrimPrefix(fields[1], "*")
 		if strings.Contains(name, "/") {
@@ -99,49 +142,77 @@ func readVerified(fsys fs.FS) (map[string][]byte, error) {
 		}
 		data, err := fs.ReadFile(fsys, name)
 		if err != nil {
-			return nil, fmt.Errorf("assets: %s: %w", name, err)
+			return nil, nil, fmt.Errorf("assets: %s: %w", name, err)
 		}
 		sum := sha256.Sum256(data)
 		if hex.EncodeToString(sum[:]) != fields[0] {
-			return nil, fmt.Errorf("%w: %s", ErrChecksum, name)
+			return nil, nil, fmt.Errorf("%w: %s", ErrChecksum, name)
 		}
-		out[name] = data
+		out[name], hexes[name] = data, fields[0]
 	}
 	for _, name := range []string{"python.wasm.gz", "stdlib.zip", "tzdata.zip", "BUILDINFO"} {
 		if _, ok := out[name]; !ok {
-			return nil, fmt.Errorf("assets: %s is not listed in SHA256SUMS", name)
+			return nil, nil, fmt.Errorf("assets: %s is not listed in SHA256SUMS", name)
 		}
 	}
-	return out, nil
+	return out, hexes, nil
 }
 
 func load(fsys fs.FS) (*Interpreter, error) {
-	m, err := readVerified(fsys)
+	v, err := loadVerified(fsys)
 	if err != nil {
 		return nil, err
 	}
-	wasm, err := Gunzip(m["python.wasm.gz"])
-	if err != nil {
-		return nil, fmt.Errorf("assets: python.wasm.gz: %w", err)
-	}
-	sum := sha256.Sum256(wasm)
-	return &Interpreter{
-		Wasm:       wasm,
-		WasmSHA256: hex.EncodeToString(sum[:]),
-		Stdlib:     m["stdlib.zip"],
-		TZData:     m["tzdata.zip"],
-		BuildInfo:  string(m["BUILDINFO"]),
-	}, nil
+	return v.decompress()
 }
 
-// Gunzip decompresses a gzip stream held in memory.
+// Decompress gunzips the interpreter and returns it with its hex SHA-256.
+func (v *Verified) Decompress() (wasm []byte, sha string, err error) {
+	wasm, err = Gunzip(v.WasmGz)
+	if err != nil {
+		return nil, "", fmt.Errorf("assets: python.wasm.gz: %w", err)
+	}
+	starttrace.Mark("assets: gunzip python.wasm")
+	sum := sha256.Sum256(wasm)
+	starttrace.Mark("assets: sha256 python.wasm")
+	return wasm, hex.EncodeToString(sum[:]), nil
+}
+
+func (v *Verified) decompress() (*Interpreter, error) {
+	wasm, sha, err := v.Decompress()
+	if err != nil {
+		return nil, err
+	}
+	return v.Interpreter(wasm, sha), nil
+}
+
+// Interpreter combines v with its decompressed interpreter. The caller vouches that wasmSHA256 is the SHA-256 of
+// wasm; wasm may be nil when the caller needs only the other fields.
+func (v *Verified) Interpreter(wasm []byte, wasmSHA256 string) *Interpreter {
+	return &Interpreter{Wasm: wasm, WasmSHA256: wasmSHA256, Stdlib: v.Stdlib, TZData: v.TZData, BuildInfo: v.BuildInfo}
+}
+
+// maxGunzipHint bounds the capacity Gunzip reserves from the size a gzip trailer declares.
+const maxGunzipHint = 256 << 20
+
+// Gunzip decompresses a gzip stream held in memory. The output buffer is sized once from the size the stream's
+// trailer declares (bounded), instead of growing by doubling.
 func Gunzip(b []byte) ([]byte, error) {
 	zr, err := gzip.NewReader(bytes.NewReader(b))
 	if err != nil {
 		return nil, err
 	}
 	defer zr.Close()
-	return io.ReadAll(zr)
+	var buf bytes.Buffer
+	if len(b) >= 4 {
+		if n := binary.LittleEndian.Uint32(b[len(b)-4:]); n <= maxGunzipHint {
+			buf.Grow(int(n) + bytes.MinRead)
+		}
+	}
+	if _, err := buf.ReadFrom(zr); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
 }
 
 // SHA256SUMS returns the embedded checksum list.

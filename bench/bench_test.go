@@ -27,23 +27,12 @@ func runOK(b *testing.B, sb *wasmbox.Sandbox, code string) {
 	}
 }
 
-// BenchmarkCompileCold compiles the interpreter with no cache (a new process on a new machine).
-func BenchmarkCompileCold(b *testing.B) {
+// BenchmarkPrecompile compiles the interpreter with no cache (a new process on a new machine), initialises it
+// and saves its snapshot: what `wasmbox precompile DIR` does at build time. Loading a cache or a precompiled
+// directory in a new process is P2, measured by go run ./bench/compare.
+func BenchmarkPrecompile(b *testing.B) {
 	for b.Loop() {
-		if err := wasmbox.Precompile(context.Background(), wasmbox.Config{DisableCompileCache: true}); err != nil {
-			b.Fatal(err)
-		}
-	}
-}
-
-// BenchmarkCompileCached loads the compiled interpreter from the on-disk cache (a new process, P2).
-func BenchmarkCompileCached(b *testing.B) {
-	cfg := wasmbox.Config{CacheDir: b.TempDir()}
-	if err := wasmbox.Precompile(context.Background(), cfg); err != nil {
-		b.Fatal(err)
-	}
-	for b.Loop() {
-		if err := wasmbox.Precompile(context.Background(), cfg); err != nil {
+		if err := wasmbox.Precompile(context.Background(), b.TempDir(), wasmbox.Config{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/testcache"
 	"github.com/wasmbox/wasmbox/wheels"
 )
 
@@ -71,12 +72,31 @@ type Config struct {
 	Time          time.Time
 	// Preload lists modules imported once when the interpreter is prepared, so runs do not pay for them.
 	Preload []string
-	// CacheDir is the on-disk compilation cache; it also keeps the last 16 initialised-interpreter snapshots
-	// (≈ 20–30 MB each) so a new process starts without initialising. Empty means
-	// <user cache dir>/wasmbox/compile; the cache is skipped silently if that directory cannot be created.
-	// DisableCompileCache turns both off. Keep it private to the user: it holds native code.
+	// CacheDir is the on-disk cache: the compiled interpreter (about 45 MB per compiled module; the first
+	// process compiles two, which takes tens of seconds), the decompressed interpreter, and saved snapshots of
+	// initialised interpreters (about 20–30 MB each) so that later processes start without compiling or
+	// initialising. Empty means <os.UserCacheDir()>/wasmbox/compile (~/.cache/wasmbox/compile on Linux,
+	// ~/Library/Caches/wasmbox/compile on macOS, %LocalAppData%\wasmbox\compile on Windows); the cache is
+	// skipped silently if that directory cannot be created. DisableCompileCache turns it off. It holds native
+	// code that the process runs: keep it private to the user (wasmbox creates it 0700). Several processes may
+	// share it.
 	CacheDir            string
 	DisableCompileCache bool
+	// CacheMaxBytes caps CacheDir's size: after writing to it, the least recently used entries (whole entries:
+	// one compiled module, one snapshot, one decompressed interpreter) are removed until it fits, except those
+	// used in the last 10 minutes, which another process may be about to read. Zero means DefaultCacheMaxBytes
+	// (1 GiB); negative means no cap.
+	CacheMaxBytes int64
+	// PrecompiledDir is a directory made by Precompile (or `wasmbox precompile DIR`) at build time, used
+	// read-only: the compiled interpreter and the saved snapshot come from it, so the first Run of a process
+	// compiles and initialises nothing. New fails with ErrPrecompiled if it was made by another wasmbox or
+	// wazero version, for another GOOS, GOARCH or CPU, or for another interpreter, or when a file in it changed.
+	// Snapshots of configurations it does not hold are saved in CacheDir as usual. Empty means none.
+	PrecompiledDir string
+	// OnCompile, when set, is called before (done false) and after (done true) each compilation that the
+	// on-disk cache cannot answer, which takes tens of seconds: a CLI shows progress with it. It is called on
+	// the goroutine of New.
+	OnCompile func(e CompileEvent)
 	// ExceptionAsError makes an uncaught Python exception also a Go error (wrapping ErrPython).
 	ExceptionAsError bool
 	// Logger receives debug and trace events. Nil means no logging.
@@ -119,6 +139,16 @@ type Config struct {
 // Closer is a resource whose life is the Sandbox's (Config.Closers).
 type Closer interface {
 	Close(ctx context.Context) error
+}
+
+// CompileEvent reports a compilation of the interpreter (Config.OnCompile).
+type CompileEvent struct {
+	// Module is "interpreter" (the module that initialises) or "snapshot module" (the one runs start from).
+	Module string
+	// Done is false when the compilation starts and true when it ends; Elapsed and Err are set then.
+	Done    bool
+	Elapsed time.Duration
+	Err     error
 }
 
 // EnvFromHost returns the named host environment variables that are set, for Config.Env. Nothing else of the
@@ -166,6 +196,9 @@ func (c Config) withDefaults() (Config, error) {
 		if !isModuleName(m) {
 			return bad("Preload", fmt.Sprintf("has an invalid module name %q", m))
 		}
+	}
+	if c.PrecompiledDir != "" && c.Engine != "" && c.Engine != "wazero" {
+		return bad("PrecompiledDir", "is for the wazero engine only")
 	}
 	if len(c.Packages) > 0 && c.Wheelhouse == nil {
 		return bad("Packages", "needs a Wheelhouse to install from")
@@ -217,14 +250,26 @@ func (c Config) withDefaults() (Config, error) {
 	c.Env = env
 	c.Preload = append([]string(nil), c.Preload...)
 	if c.CacheDir == "" && !c.DisableCompileCache {
-		if d, err := os.UserCacheDir(); err == nil {
-			c.CacheDir = filepath.Join(d, "wasmbox", "compile")
-		}
+		c.CacheDir = DefaultCacheDir()
 	}
 	if c.DisableCompileCache {
 		c.CacheDir = ""
 	}
 	return c, nil
+}
+
+// DefaultCacheDir is where the cache lives when Config.CacheDir is empty: <os.UserCacheDir()>/wasmbox/compile, or
+// "" if the system names no user cache directory (then nothing is cached on disk). In this module's own tests it
+// is a temporary directory (internal/testcache), never the user's.
+func DefaultCacheDir() string {
+	if d := testcache.Dir(); d != "" {
+		return d
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(d, "wasmbox", "compile")
 }
 
 func containsAny(s, chars string) bool {

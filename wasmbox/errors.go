@@ -29,6 +29,10 @@ var (
 	ErrInvalidConfig = errors.New("wasmbox: invalid configuration")
 	// ErrInterpreter: the interpreter artifact is missing, corrupt or of another ABI version.
 	ErrInterpreter = errors.New("wasmbox: interpreter unavailable")
+	// ErrPrecompiled: Config.PrecompiledDir is not a directory made by Precompile for this binary: another wasmbox
+	// or wazero version, another GOOS, GOARCH or CPU, another interpreter, or a file that changed since. The
+	// message names the difference. It is never loaded in part.
+	ErrPrecompiled = errors.New("wasmbox: precompiled directory refused")
 	// ErrInternal: the engine failed (a trap that is not a memory limit, a host-side failure).
 	ErrInternal = errors.New("wasmbox: internal failure")
 	// ErrClosed: the Sandbox or Session was closed.

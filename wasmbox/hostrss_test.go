@@ -20,7 +20,8 @@ package wasmbox_test
 // collector has not yet returned, and none for a host structure that grows with what the guest chooses.
 //
 // Before the children, the parent creates one Sandbox of the same Config so that the interpreter's compiled code
-// and its snapshot are in the shared on-disk cache (Config.CacheDir's default): compiling is a one-off cost of a
+// and its snapshot are in the on-disk cache the children share (Config.CacheDir's default, which in tests is the
+// test binary's temporary cache, passed to the children by internal/testcache): compiling is a one-off cost of a
 // process, not something a program can make the host do. Timeouts are shorter than the library's default (30 s)
 // to keep the test short, so attacks whose cost grows with time run with a header timeout long enough to show it.
 //

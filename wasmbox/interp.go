@@ -6,14 +6,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/starttrace"
 	"github.com/wasmbox/wasmbox/internal/wasmbin"
 	"github.com/wasmbox/wasmbox/internal/zipfs"
 )
@@ -36,12 +41,22 @@ type interp struct {
 	root     fs.FS
 	stdlib   fs.FS
 	zoneinfo fs.FS
-	sha256   string
+	sha256   string // the SHA-256 the interpreter declares (reported by Info)
 	info     string
+	// codeID is the verified SHA-256 of the wasm (computed, or proved by a verified artifact-cache entry); dataID
+	// identifies the stdlib and tzdata. Together they name everything the interpreter runs and reads at init.
+	codeID, dataID string
+
+	wasmOnce sync.Once
+	wasmFn   func() ([]byte, error) // the interpreter's wasm, produced on first use
 	wasm     []byte
+	wasmErr  error
 
 	engine   string
 	cacheDir string
+	maxBytes int64 // the cache's cap (Config.CacheMaxBytes)
+	// precompiled is a read-only directory baked by PrecompileDir, consulted before cacheDir; "" if none.
+	precompiled *precompiledDir
 
 	origOnce sync.Once
 	origErr  error
@@ -50,12 +65,24 @@ type interp struct {
 	snapMods map[uint64]engine.Module
 }
 
-// interpKey identifies a compiled interpreter. content is the SHA-256 of the interpreter's wasm, stdlib and
-// tzdata as given, so two Interpreters that differ in any of them (or that declare a hash that is not their
-// code's) never share a compiled module or a file system.
+// wasmBytes returns the interpreter's wasm, decompressing or reading it on first use (a process that starts from
+// a saved snapshot never needs it).
+func (it *interp) wasmBytes() ([]byte, error) {
+	it.wasmOnce.Do(func() {
+		it.wasm, it.wasmErr = it.wasmFn()
+		if it.wasmErr != nil {
+			it.wasmErr = fmt.Errorf("%w: %w", ErrInterpreter, it.wasmErr)
+		}
+	})
+	return it.wasm, it.wasmErr
+}
+
+// interpKey identifies a compiled interpreter. content identifies the interpreter's wasm, stdlib and tzdata as
+// given (hashed, or for the embedded one verified against SHA256SUMS), so two Interpreters that differ in any of
+// them (or that declare a hash that is not their code's) never share a compiled module or a file system.
 type interpKey struct {
-	content          [sha256.Size]byte
-	cacheDir, engine string
+	content                       [sha256.Size]byte
+	cacheDir, engine, precompiled string
 }
 
 var (
@@ -69,24 +96,64 @@ type interpEntry struct {
 	err  error
 }
 
-// loadInterp compiles the embedded interpreter once per process (per compile-cache directory).
-func loadInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir string) (*interp, error) {
-	embedded := a == nil
-	if embedded {
-		var err error
-		if a, err = assets.Load(); err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
-		}
-	}
+// source is an interpreter before compilation: its artifacts, identities and a way to get its wasm.
+type source struct {
+	declaredSHA, codeID, dataID string
+	gzSHA                       string // the embedded interpreter's verified python.wasm.gz hash; "" for others
+	stdlib, tzdata              []byte
+	info                        string
+	wasm                        func() ([]byte, error)
+	// exportsChecked is set when a verified cache entry proves the wasm's exports were checked already.
+	exportsChecked bool
+}
+
+func (src *source) key() [sha256.Size]byte {
+	return sha256.Sum256([]byte(src.codeID + " " + src.dataID))
+}
+
+// customSource hashes a caller's interpreter: what it declares is not trusted as its identity.
+func customSource(a *assets.Interpreter) (*source, error) {
 	if len(a.Wasm) == 0 || len(a.Stdlib) == 0 {
 		return nil, fmt.Errorf("%w: the interpreter has no wasm or no stdlib", ErrInterpreter)
 	}
-	key := interpKey{cacheDir: cacheDir, engine: engineName}
-	if embedded {
-		key.content = embeddedKey() // verified by assets.Load; hashed once per process
-	} else {
-		key.content = contentKey(a)
+	code := sha256.Sum256(a.Wasm)
+	h := sha256.New()
+	for _, b := range [][]byte{a.Stdlib, a.TZData} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+		h.Write(n[:])
+		h.Write(b)
 	}
+	wasm := a.Wasm
+	return &source{declaredSHA: a.WasmSHA256, codeID: hex.EncodeToString(code[:]), dataID: hex.EncodeToString(h.Sum(nil)),
+		stdlib: a.Stdlib, tzdata: a.TZData, info: a.BuildInfo, wasm: func() ([]byte, error) { return wasm, nil }}, nil
+}
+
+// loadInterp compiles the interpreter once per process (per cache directory, engine and precompiled directory).
+func loadInterp(ctx context.Context, c Config) (*interp, error) {
+	var pre *precompiledDir
+	var src *source
+	var err error
+	if c.PrecompiledDir != "" {
+		if pre, err = openPrecompiledOnce(c.PrecompiledDir, c.Engine); err != nil {
+			return nil, err
+		}
+	}
+	if c.Interpreter == nil {
+		src, err = embeddedSource(c.CacheDir, c.CacheMaxBytes, pre)
+	} else {
+		src, err = customSource(c.Interpreter)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if pre != nil {
+		if err := pre.matches(src); err != nil {
+			return nil, err
+		}
+	}
+	starttrace.Mark("interp: identify artifacts")
+	key := interpKey{content: src.key(), cacheDir: c.CacheDir, engine: c.Engine, precompiled: c.PrecompiledDir}
 	interpMu.Lock()
 	e, ok := interpCache[key]
 	if !ok {
@@ -94,71 +161,77 @@ func loadInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir
 		interpCache[key] = e
 	}
 	interpMu.Unlock()
-	e.once.Do(func() { e.it, e.err = compileInterp(context.WithoutCancel(ctx), a, engineName, cacheDir) })
+	e.once.Do(func() { e.it, e.err = compileInterp(context.WithoutCancel(ctx), src, c, pre) })
 	return e.it, e.err
 }
 
-var embeddedKey = sync.OnceValue(func() [sha256.Size]byte {
-	a, err := assets.Load()
-	if err != nil {
-		return [sha256.Size]byte{}
-	}
-	return contentKey(a)
-})
-
-func contentKey(a *assets.Interpreter) [sha256.Size]byte {
-	h := sha256.New()
-	for _, b := range [][]byte{a.Wasm, a.Stdlib, a.TZData} {
-		var n [8]byte
-		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
-}
-
-func compileInterp(ctx context.Context, a *assets.Interpreter, engineName, cacheDir string) (*interp, error) {
+func compileInterp(ctx context.Context, src *source, c Config, pre *precompiledDir) (*interp, error) {
+	cacheDir := c.CacheDir
 	if cacheDir != "" {
 		if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 			cacheDir = "" // an unusable cache directory only costs time
 		}
 	}
 	// The zips first: a broken artifact fails before seconds of compilation.
-	stdlib, err := zipFS(a.Stdlib)
+	stdlib, err := zipFS(src.stdlib)
 	if err != nil {
 		return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
 	}
-	tz, err := zipFS(a.TZData)
+	tz, err := zipFS(src.tzdata)
 	if err != nil {
 		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
 	}
+	starttrace.Mark("interp: open stdlib and tzdata zips")
+	it := &interp{root: rootFS, stdlib: stdlib, zoneinfo: tz, sha256: src.declaredSHA, info: src.info,
+		codeID: src.codeID, dataID: src.dataID, wasmFn: src.wasm, engine: c.Engine, cacheDir: cacheDir,
+		maxBytes: c.CacheMaxBytes, precompiled: pre}
 	// The exports are checked on the decoded module: compiling it waits until an interpreter must be initialised
 	// (a snapshot saved by an earlier process makes that unnecessary).
-	m, err := wasmbin.Decode(a.Wasm)
+	if !src.exportsChecked {
+		wasm, err := it.wasmBytes()
+		if err != nil {
+			return nil, err
+		}
+		if err := checkExports(wasm); err != nil {
+			return nil, err
+		}
+		starttrace.Mark("interp: decode wasm, check exports")
+	}
+	codeDir := cacheDir
+	if pre != nil {
+		codeDir = pre.dir // read-only: every module it needs is there (openPrecompiled checked)
+	}
+	if it.eng, err = newEngine(ctx, c.Engine, codeDir); err != nil {
+		return nil, err
+	}
+	starttrace.Mark("interp: new engine (runtime, WASI, host module)")
+	return it, nil
+}
+
+func checkExports(wasm []byte) error {
+	m, err := wasmbin.Decode(wasm)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+		return fmt.Errorf("%w: %w", ErrInterpreter, err)
 	}
 	for _, n := range []string{hostfuncs.ExportInitialize, hostfuncs.ExportABIVersion, hostfuncs.ExportInit,
 		hostfuncs.ExportPrepare, hostfuncs.ExportExec, hostfuncs.ExportAlloc, hostfuncs.ExportFree, hostfuncs.ExportInterrupt} {
 		if e, ok := m.Export(n); !ok || e.Kind != wasmbin.KindFunc {
-			return nil, fmt.Errorf("%w: the interpreter does not export the function %s", ErrInterpreter, n)
+			return fmt.Errorf("%w: the interpreter does not export the function %s", ErrInterpreter, n)
 		}
 	}
-	eng, err := newEngine(ctx, engineName, cacheDir)
-	if err != nil {
-		return nil, err
-	}
-	return &interp{eng: eng, root: rootFS, stdlib: stdlib, zoneinfo: tz, sha256: a.WasmSHA256, info: a.BuildInfo,
-		wasm: a.Wasm, engine: engineName, cacheDir: cacheDir}, nil
+	return nil
 }
 
 // original compiles the interpreter as built (with its data segments), once: the module every snapshot is
 // initialised from.
 func (it *interp) original(ctx context.Context) (engine.Module, error) {
 	it.origOnce.Do(func() {
-		it.mod, it.origErr = it.eng.Compile(context.WithoutCancel(ctx), it.wasm)
+		wasm, err := it.wasmBytes()
+		if err != nil {
+			it.origErr = err
+			return
+		}
+		it.mod, it.origErr = it.compile(context.WithoutCancel(ctx), wasm, "interpreter") // shared by later callers: never cancelled by this one
 		if it.origErr != nil {
 			it.origErr = fmt.Errorf("%w: %w", ErrInterpreter, it.origErr)
 		}
@@ -189,25 +262,68 @@ var rootFS = func() fs.FS {
 	return f
 }()
 
-// Precompile compiles the interpreter of cfg into the on-disk compilation cache (cfg.CacheDir, or the default),
-// then releases it: run it at image or install time so the first New of a process only loads the cache. It
-// always compiles or loads anew and neither uses nor fills the process-wide compiled interpreter.
-func Precompile(ctx context.Context, cfg Config) error {
-	c, err := cfg.withDefaults()
-	if err != nil {
-		return err
-	}
-	a := c.Interpreter
-	if a == nil {
-		if a, err = assets.Load(); err != nil {
-			return fmt.Errorf("%w: %w", ErrInterpreter, err)
+// onCompileKey carries Config.OnCompile to the compilations New causes (the interp is shared by Sandboxes).
+type onCompileKey struct{}
+
+// compile compiles a module through the engine's cache. With a precompiled directory, the module's code must be
+// in it (checked first); otherwise a compilation the cache cannot answer is reported to OnCompile and followed by
+// the cache's size cap, and a hit marks the code file as used.
+func (it *interp) compile(ctx context.Context, wasm []byte, what string) (engine.Module, error) {
+	wazero := it.engine == "" || it.engine == "wazero"
+	switch {
+	case it.precompiled != nil:
+		rel, err := filepath.Rel(it.precompiled.dir, engine.WazeroCodeFile(it.precompiled.dir, wasm))
+		if err == nil {
+			_, err = it.precompiled.file(rel)
 		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, it.precompiled.refuse("it holds no compiled code for the %s of this build", what)
+		} else if err != nil {
+			return nil, err
+		}
+		return it.eng.Compile(ctx, wasm)
+	case !wazero: // another engine's cache is its own affair
+		return it.eng.Compile(ctx, wasm)
+	case it.cacheDir != "":
+		// The compile starts at once; whether the cache holds it (hashing the module again to name its file)
+		// is found out beside it, so a hit costs no extra time on a second core.
+		type result struct {
+			mod engine.Module
+			err error
+		}
+		done := make(chan result, 1)
+		start := time.Now()
+		go func() {
+			m, err := it.eng.Compile(ctx, wasm)
+			done <- result{m, err}
+		}()
+		codeFile := engine.WazeroCodeFile(it.cacheDir, wasm)
+		if _, err := os.Stat(codeFile); err == nil {
+			r := <-done
+			touch(codeFile)
+			return r.mod, r.err
+		}
+		notify, _ := ctx.Value(onCompileKey{}).(func(CompileEvent))
+		if notify != nil {
+			notify(CompileEvent{Module: what})
+		}
+		r := <-done
+		if notify != nil {
+			notify(CompileEvent{Module: what, Done: true, Elapsed: time.Since(start), Err: r.err})
+		}
+		if r.err == nil {
+			enforceCacheCap(it.cacheDir, it.maxBytes, cacheMinAge)
+		}
+		return r.mod, r.err
 	}
-	it, err := compileInterp(ctx, a, c.Engine, c.CacheDir)
-	if err != nil {
-		return err
+	notify, _ := ctx.Value(onCompileKey{}).(func(CompileEvent))
+	if notify != nil {
+		notify(CompileEvent{Module: what})
 	}
-	defer it.eng.Close(ctx)
-	_, err = it.original(ctx)
-	return err
+	start := time.Now()
+	mod, err := it.eng.Compile(ctx, wasm)
+	if notify != nil {
+		notify(CompileEvent{Module: what, Done: true, Elapsed: time.Since(start), Err: err})
+	}
+	return mod, err
 }

@@ -113,7 +113,10 @@ func New(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, err
 	}
-	it, err := loadInterp(ctx, c.Interpreter, c.Engine, c.CacheDir)
+	if c.OnCompile != nil {
+		ctx = context.WithValue(ctx, onCompileKey{}, c.OnCompile)
+	}
+	it, err := loadInterp(ctx, c)
 	if err != nil {
 		return nil, err
 	}

@@ -4,17 +4,17 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
-	"sync"
 
-	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/starttrace"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 )
 
@@ -43,6 +43,7 @@ func (s *Sandbox) snapshotKey(prep string) string {
 	field([]byte(s.it.engine))
 	field([]byte(strconv.Itoa(int(hostfuncs.ABIVersion))))
 	field([]byte(prep))
+	starttrace.Mark("snapshot: key (hash artifacts)")
 	if s.cfg.Deterministic {
 		field(fmt.Appendf(nil, "deterministic %d %d", s.cfg.Seed, s.cfg.Time.UnixNano()))
 	} else {
@@ -70,51 +71,10 @@ func (s *Sandbox) snapshotKey(prep string) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// wasmIDs memoises the SHA-256 of each compiled interpreter's code (an interp lives as long as the process).
-var wasmIDs sync.Map // *interp → string
-
-// defaultDataID memoises the stdlib and tzdata hash of the embedded interpreter.
-var defaultDataID struct {
-	once sync.Once
-	id   string
-	err  error
-}
-
-// artifactsID identifies what the interpreter runs and reads while it initialises: the code of s.it, and the
-// stdlib and time-zone zips of the configured interpreter (the embedded one by default).
+// artifactsID identifies what the interpreter runs and reads while it initialises: its code, and its stdlib and
+// time-zone zips (verified hashes, or hashes computed when the interpreter came from the caller).
 func (s *Sandbox) artifactsID() (string, error) {
-	wasm, ok := wasmIDs.Load(s.it)
-	if !ok {
-		sum := sha256.Sum256(s.it.wasm)
-		wasm, _ = wasmIDs.LoadOrStore(s.it, hex.EncodeToString(sum[:]))
-	}
-	dataID := func(a *assets.Interpreter) string {
-		h := sha256.New()
-		fmt.Fprintf(h, "%d:", len(a.Stdlib))
-		h.Write(a.Stdlib)
-		fmt.Fprintf(h, "%d:", len(a.TZData))
-		h.Write(a.TZData)
-		return hex.EncodeToString(h.Sum(nil))
-	}
-	var data string
-	if a := s.cfg.Interpreter; a != nil {
-		data = dataID(a)
-	} else {
-		d := &defaultDataID
-		d.once.Do(func() {
-			a, err := assets.Load()
-			if err != nil {
-				d.err = fmt.Errorf("%w: %w", ErrInterpreter, err)
-				return
-			}
-			d.id = dataID(a)
-		})
-		if d.err != nil {
-			return "", d.err
-		}
-		data = d.id
-	}
-	return wasm.(string) + " " + data, nil
+	return s.it.codeID + " " + s.it.dataID, nil
 }
 
 func (s *Sandbox) snapshotDir() string {
@@ -124,13 +84,33 @@ func (s *Sandbox) snapshotDir() string {
 	return filepath.Join(s.it.cacheDir, "snapshots")
 }
 
-// loadSnapshot returns the saved snapshot for key, or an error if there is none usable.
+// loadSnapshot returns the saved snapshot for key, from the precompiled directory or the cache, or an error if
+// there is none usable.
 func (s *Sandbox) loadSnapshot(ctx context.Context, key string) (*snapshot, error) {
-	dir := s.snapshotDir()
-	if dir == "" || key == "" {
+	if key == "" {
 		return nil, os.ErrNotExist
 	}
-	spText, err := os.ReadFile(filepath.Join(dir, key+".sp"))
+	var spPath, imgPath string
+	if pre := s.it.precompiled; pre != nil {
+		sp, err := pre.file("snapshots/" + key + ".sp")
+		if err == nil {
+			img, err := pre.file("snapshots/" + key + ".img")
+			if err != nil {
+				return nil, err
+			}
+			spPath, imgPath = sp, img
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
+	if dir := s.snapshotDir(); spPath == "" && dir != "" {
+		spPath, imgPath = filepath.Join(dir, key+".sp"), filepath.Join(dir, key+".img")
+		touch(spPath) // last use, for the cache's size cap
+	}
+	if spPath == "" {
+		return nil, os.ErrNotExist
+	}
+	spText, err := os.ReadFile(spPath)
 	if err != nil {
 		return nil, err
 	}
@@ -138,10 +118,11 @@ func (s *Sandbox) loadSnapshot(ctx context.Context, key string) (*snapshot, erro
 	if err != nil {
 		return nil, err
 	}
-	image, err := engine.NewImageFromFile(filepath.Join(dir, key+".img"))
+	image, err := engine.NewImageFromFile(imgPath)
 	if err != nil {
 		return nil, err
 	}
+	starttrace.Mark("snapshot: map saved image")
 	if image.Size()%65536 != 0 || image.Size() > uint64(s.cfg.MemoryLimit) {
 		_ = image.Close()
 		return nil, fmt.Errorf("wasmbox: saved snapshot %s does not fit: %d bytes", key, image.Size())
@@ -161,23 +142,7 @@ func (s *Sandbox) saveSnapshot(key string, mem []byte, sp uint64) {
 	if dir == "" || key == "" {
 		return
 	}
-	write := func(name string, data []byte) error {
-		f, err := os.CreateTemp(dir, ".tmp-*")
-		if err != nil {
-			return err
-		}
-		_, err = f.Write(data)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err == nil {
-			err = os.Rename(f.Name(), filepath.Join(dir, name))
-		}
-		if err != nil {
-			os.Remove(f.Name())
-		}
-		return err
-	}
+	write := func(name string, data []byte) error { return writeFileAtomic(filepath.Join(dir, name), data) }
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
 		err = write(key+".img", mem)
@@ -189,30 +154,5 @@ func (s *Sandbox) saveSnapshot(key string, mem []byte, sp uint64) {
 		s.cfg.Logger.Debug("snapshot not saved", "dir", dir, "error", err)
 		return
 	}
-	pruneSnapshots(dir, maxSavedSnapshots)
-}
-
-// maxSavedSnapshots bounds the saved snapshots (≈ 20–30 MB each); the least recently written go first.
-const maxSavedSnapshots = 16
-
-func pruneSnapshots(dir string, keep int) {
-	imgs, _ := filepath.Glob(filepath.Join(dir, "*.img"))
-	if len(imgs) <= keep {
-		return
-	}
-	type aged struct {
-		path string
-		mod  int64
-	}
-	var all []aged
-	for _, p := range imgs {
-		if fi, err := os.Stat(p); err == nil {
-			all = append(all, aged{p, fi.ModTime().UnixNano()})
-		}
-	}
-	sort.Slice(all, func(i, j int) bool { return all[i].mod > all[j].mod })
-	for _, a := range all[min(keep, len(all)):] {
-		os.Remove(a.path)
-		os.Remove(strings.TrimSuffix(a.path, ".img") + ".sp")
-	}
+	enforceCacheCap(s.it.cacheDir, s.it.maxBytes, cacheMinAge)
 }

@@ -2,12 +2,15 @@ package wasmbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/starttrace"
 	"github.com/wasmbox/wasmbox/internal/wasmbin"
 )
 
@@ -22,8 +25,12 @@ type snapshot struct {
 // randomness) and captures it.
 func (s *Sandbox) takeSnapshot(ctx context.Context) (*snapshot, error) {
 	key := s.snapshotKey(prepareSource(s.cfg.Preload, s.toolsModule))
-	if snap, err := s.loadSnapshot(ctx, key); err == nil {
+	snap, err := s.loadSnapshot(ctx, key)
+	if err == nil {
 		return snap, nil
+	}
+	if errors.Is(err, ErrPrecompiled) { // a damaged precompiled directory is refused, never worked around
+		return nil, err
 	}
 	g, err := s.initGuest(ctx)
 	if err != nil {
@@ -64,10 +71,12 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	if err != nil {
 		return nil, err
 	}
-	mod, err := it.eng.Compile(context.WithoutCancel(ctx), wasm)
+	starttrace.Mark("snapshot: read module wasm")
+	mod, err := it.compile(context.WithoutCancel(ctx), wasm, "snapshot module")
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
+	starttrace.Mark("snapshot: wazero CompileModule (decode, validate, cache load)")
 	if it.snapMods == nil {
 		it.snapMods = map[uint64]engine.Module{}
 	}
@@ -75,36 +84,47 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	return mod, nil
 }
 
-// snapshotWasm rewrites the interpreter for snapshots, or reads the rewrite an earlier process saved next to the
-// compilation cache (it depends only on the interpreter and the stack pointer).
+// snapshotWasm rewrites the interpreter for snapshots, or reads the rewrite that a precompiled directory holds or
+// an earlier process saved next to the compilation cache (it depends only on the interpreter and the stack
+// pointer).
 func (it *interp) snapshotWasm(sp uint64) ([]byte, error) {
+	name := fmt.Sprintf("module-%s-%d.wasm", it.codeID, sp)
+	if it.precompiled != nil {
+		p, err := it.precompiled.file("snapshots/" + name)
+		if err == nil {
+			if b, err := os.ReadFile(p); err == nil {
+				return b, nil
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+	}
 	var path string
 	if it.cacheDir != "" {
-		path = filepath.Join(it.cacheDir, "snapshots", fmt.Sprintf("module-%s-%d.wasm", it.sha256, sp))
+		path = filepath.Join(it.cacheDir, "snapshots", name)
 		if b, err := os.ReadFile(path); err == nil {
+			touch(path)
 			return b, nil
 		}
 	}
+	orig, err := it.wasmBytes()
+	if err != nil {
+		return nil, err
+	}
 	globals := map[string]uint64{hostfuncs.ExportStackPtr: sp}
-	m, err := wasmbin.Decode(it.wasm)
+	m, err := wasmbin.Decode(orig)
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
 	if _, ok := m.Export(hostfuncs.ExportFuel); ok { // absent only from the uninstrumented build (bench/)
 		globals[hostfuncs.ExportFuel] = hostfuncs.TickInterval
 	}
-	wasm, err := wasmbin.RewriteForSnapshot(it.wasm, globals, 0, []string{hostfuncs.ExportInitialize})
+	wasm, err := wasmbin.RewriteForSnapshot(orig, globals, 0, []string{hostfuncs.ExportInitialize})
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
 	if path != "" && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
-		if f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*"); err == nil {
-			_, werr := f.Write(wasm)
-			if cerr := f.Close(); werr == nil && cerr == nil {
-				_ = os.Rename(f.Name(), path)
-			}
-			os.Remove(f.Name())
-		}
+		_ = writeFileAtomic(path, wasm)
 	}
 	return wasm, nil
 }

@@ -1,7 +1,7 @@
 // Command compare runs the same workloads on wasmbox and on native CPython in one process run and prints the
 // ratios:
 //
-//	go run ./bench/compare [-quick] [-json]
+//	go run ./bench/compare [-quick] [-json] [-p2]
 //
 // W0 fresh sandbox + print(1) p50/p90; W1 pure-Python loop; W2 json of 20k dicts; W3 tool calls through the
 // Gate; W4 memory added per live idle sandbox; W5 trivial runs per second on all cores. The hard deadline is on
@@ -43,6 +43,7 @@ type report struct {
 	ToolCallUS        *float64             `json:"tool_call_us"`
 	RSSPerSandboxMiB  float64              `json:"rss_per_sandbox_mib"`
 	NewProcessP50MS   *float64             `json:"new_process_first_result_p50_ms"`
+	P2                *p2Report            `json:"p2"`
 	RunsPerSec        float64              `json:"runs_per_sec"`
 	NativePython      string               `json:"native_python"`
 	Engines           map[string]engineRow `json:"engines"`
@@ -52,10 +53,28 @@ type report struct {
 }
 
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == p2ChildFlag {
+		p2Child()
+		return
+	}
 	quick := flag.Bool("quick", false, "fewer repetitions (under a minute)")
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	against := flag.String("against", "", "also time W1/W2 on the interpreter built in DIR (e.g. pyruntime/build.sh --variant plain --out DIR) and print the ratios")
+	p2Only := flag.Bool("p2", false, "measure only P2 (new process → first result) and its parts")
 	flag.Parse()
+	if *p2Only {
+		r, err := measureP2(context.Background(), 7)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		if *asJSON {
+			_ = json.NewEncoder(os.Stdout).Encode(r)
+		} else {
+			printP2(r)
+		}
+		return
+	}
 	if *against != "" {
 		if err := compareBuilds(context.Background(), *against, *quick); err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
@@ -188,9 +207,10 @@ func run(quick, asJSON bool) error {
 	}
 	r.RunsPerSec = throughput(ctx, sb, dur)
 
-	// P2: a new process (the CLI) to its first result, with the compilation cache warm.
-	if ms, err := newProcessMillis(ctx, max(reps, 5)); err == nil {
-		r.NewProcessP50MS = &ms
+	// P2: a new process (the CLI) to its first result, with the cache warm and from a precompiled directory, with
+	// its parts (p2.go).
+	if p2, err := measureP2(ctx, max(reps, 5)); err == nil {
+		r.P2, r.NewProcessP50MS = p2, &p2.CLIWarmCache.MedianMS
 	} else {
 		r.Skipped = append(r.Skipped, "P2 new process: "+err.Error())
 	}
@@ -357,6 +377,7 @@ func printTable(r report) {
 		fmt.Printf("engine %-9s fresh run p50 %.2f ms · W1 %.3f s%s · W2 %.3f s%s\n", name, e.FreshRunP50MS,
 			e.W1Seconds, ratio(e.W1Seconds, r.W1NativeSeconds), e.W2Seconds, ratio(e.W2Seconds, r.W2NativeSeconds))
 	}
+	printP2(r.P2)
 	for _, s := range r.Skipped {
 		fmt.Println("skipped:", s)
 	}
@@ -367,31 +388,6 @@ func orDash(s string) string {
 		return "—"
 	}
 	return s
-}
-
-// newProcessMillis builds the CLI once, warms the compilation cache, then times `wasmbox run -c 'print(1)'`.
-func newProcessMillis(ctx context.Context, n int) (float64, error) {
-	dir, err := os.MkdirTemp("", "wasmbox-compare")
-	if err != nil {
-		return 0, err
-	}
-	defer os.RemoveAll(dir)
-	bin := dir + "/wasmbox"
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmbox/wasmbox/cmd/wasmbox").CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("go build: %v: %s", err, out)
-	}
-	var ts []time.Duration
-	for i := 0; i < n+1; i++ {
-		t := time.Now()
-		out, err := exec.CommandContext(ctx, bin, "run", "-c", "print(1)").Output()
-		if err != nil || string(out) != "1\n" {
-			return 0, fmt.Errorf("wasmbox run: %v %q", err, out)
-		}
-		if i > 0 { // the first run may fill the cache
-			ts = append(ts, time.Since(t))
-		}
-	}
-	return pct(ts, 50), nil
 }
 
 type engineRow struct {

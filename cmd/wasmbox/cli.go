@@ -45,6 +45,7 @@ const usageText = `usage:
   wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--output-limit SIZE] [--workspace-size SIZE]
               [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
   wasmbox version [--json]
+  wasmbox precompile [--preload MODULE]... DIR
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
 
@@ -62,6 +63,8 @@ func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stder
 		return versionMain(ctx, args[1:], stdout, stderr)
 	case "audit":
 		return auditVerifyMain(args[1:], stdout, stderr)
+	case "precompile":
+		return precompileMain(ctx, args[1:], stdout, stderr)
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usageText+telemetryHelp)
 		return 0
@@ -248,6 +251,10 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if !*asJSON {
 		cfg.Stdout, cfg.Stderr = stdout, stderr
 	}
+	if err := cacheFromEnv(&cfg); err != nil {
+		return usage(err.Error())
+	}
+	cfg.OnCompile = compileProgress(stderr, cfg.CacheDir)
 	fail := func(err error) int {
 		if *asJSON {
 			writeJSON(stdout, jsonResult{ExitCode: exitFailure, Error: &jsonError{Kind: string(wasmbox.KindInternal), Message: err.Error()}})
@@ -408,7 +415,13 @@ func versionMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
 		return exitUsage
 	}
-	sb, err := wasmbox.New(ctx, wasmbox.Config{})
+	cfg := wasmbox.Config{}
+	if err := cacheFromEnv(&cfg); err != nil {
+		fmt.Fprintln(stderr, "wasmbox version:", err)
+		return exitUsage
+	}
+	cfg.OnCompile = compileProgress(stderr, cfg.CacheDir)
+	sb, err := wasmbox.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitFailure

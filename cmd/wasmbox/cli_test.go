@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
 func cli(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -272,5 +274,34 @@ open('ok.txt', 'w').write('fine')`
 	}
 	if code, _, _ := cli(t, "", "run", "--writeback-delete", "-c", "x"); code != 2 {
 		t.Errorf("--writeback-delete without --writeback: exit %d, want 2", code)
+	}
+}
+
+// Off a terminal, the one-time compile gets a single note on stderr, naming the cache; nothing else is printed.
+func TestCompileProgressNote(t *testing.T) {
+	var buf bytes.Buffer
+	p := compileProgress(&buf, "/some/cache")
+	p(wasmbox.CompileEvent{Module: "interpreter"})
+	p(wasmbox.CompileEvent{Module: "interpreter", Done: true})
+	p(wasmbox.CompileEvent{Module: "snapshot module"})
+	p(wasmbox.CompileEvent{Module: "snapshot module", Done: true})
+	out := buf.String()
+	if strings.Count(out, "\n") != 1 || !strings.Contains(out, "compiling the interpreter once") || !strings.Contains(out, "/some/cache") {
+		t.Fatalf("stderr %q: want one note naming the cache", out)
+	}
+}
+
+func TestPrecompileUsage(t *testing.T) {
+	if code, _, _ := cli(t, "", "precompile"); code != exitUsage {
+		t.Errorf("precompile without DIR: exit %d", code)
+	}
+	full := t.TempDir()
+	os.WriteFile(filepath.Join(full, "x"), nil, 0o600)
+	if code, _, errs := cli(t, "", "precompile", full); code != exitFailure || !strings.Contains(errs, "not empty") {
+		t.Errorf("precompile into a full directory: exit %d, %q", code, errs)
+	}
+	t.Setenv("WASMBOX_CACHE_MAX", "lots")
+	if code, _, errs := cli(t, "", "run", "-c", "print(1)"); code != exitUsage || !strings.Contains(errs, "WASMBOX_CACHE_MAX") {
+		t.Errorf("a bad WASMBOX_CACHE_MAX: exit %d, %q", code, errs)
 	}
 }

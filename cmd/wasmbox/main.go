@@ -5,6 +5,7 @@
 //	            [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE]
 //	wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--max-sessions N] [--idle-timeout D] ...
 //	wasmbox version [--json]
+//	wasmbox precompile [--preload MODULE]... DIR
 //	wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 //
 // Exit codes: 124 on timeout; 2 on usage errors; 125 when wasmbox fails; otherwise the program's own, except that
@@ -18,6 +19,9 @@
 // (default: read-only and mutating tools run, the rest need approval), --approve answers what needs approval
 // (deny by default; ask reads the answer from the terminal), --audit LOG records every call. `wasmbox mcp`
 // serves the sandbox to MCP clients over stdio, or streamable HTTP on loopback with --http.
+// The environment names the cache and a precompiled directory: WASMBOX_CACHE_DIR (default: the user's cache
+// directory + wasmbox/compile), WASMBOX_CACHE_MAX (its cap, default 1GiB, "off" for none) and WASMBOX_PRECOMPILED
+// (a directory made by `wasmbox precompile DIR` at build time, used read-only).
 package main
 
 import (

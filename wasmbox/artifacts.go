@@ -1,0 +1,209 @@
+package wasmbox
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/wasmbox/wasmbox/assets"
+)
+
+// The embedded interpreter is decompressed once, into the cache: <CacheDir>/artifacts/<sha256 of python.wasm.gz>
+// holds python.wasm (.wasm) and a manifest (.json) recording the decompressed wasm's SHA-256, that its exports were
+// checked, and the identity of the .wasm file as written and verified (device, inode, size, modification and
+// change times). The key is the SHA-256 of the compressed bytes, verified against SHA256SUMS in this process; the
+// entry is used only while its file's identity is still the one recorded, so a truncated, replaced or rewritten
+// file is noticed and the entry rebuilt. A process that starts from a saved snapshot then never decompresses or
+// hashes the interpreter. The manifest itself is trusted like the compiled native code next to it: whoever can
+// write CacheDir can change what runs, so CacheDir must be private to the user (it is created 0700).
+const artifactFormat = "wasmbox-artifact-v1"
+
+type artifactManifest struct {
+	Format         string       `json:"format"`
+	GzSHA256       string       `json:"gz_sha256"`
+	WasmSHA256     string       `json:"wasm_sha256"`
+	ExportsChecked bool         `json:"exports_checked"`
+	File           fileIdentity `json:"file"`
+}
+
+var embeddedSources sync.Map // cache dir and precompiled dir → *embeddedResult
+
+type embeddedResult struct {
+	once sync.Once
+	src  *source
+	err  error
+}
+
+// embeddedSource returns the embedded interpreter, from the artifact cache under cacheDir when a verified entry
+// is there (once per process and cache directory).
+// With a precompiled directory made for this interpreter, its manifest vouches for the decompressed wasm's hash
+// instead.
+func embeddedSource(cacheDir string, maxBytes int64, pre *precompiledDir) (*source, error) {
+	key := cacheDir
+	if pre != nil {
+		key += "\x00" + pre.dir
+	}
+	r, _ := embeddedSources.LoadOrStore(key, &embeddedResult{})
+	e := r.(*embeddedResult)
+	e.once.Do(func() { e.src, e.err = loadEmbedded(cacheDir, maxBytes, pre) })
+	return e.src, e.err
+}
+
+func loadEmbedded(cacheDir string, maxBytes int64, pre *precompiledDir) (*source, error) {
+	v, err := assets.LoadVerified()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+	}
+	src := &source{stdlib: v.Stdlib, tzdata: v.TZData, info: v.BuildInfo, gzSHA: v.WasmGzSHA256,
+		dataID: "embedded " + v.StdlibSHA256 + " " + v.TZDataSHA256}
+	dir := ""
+	if cacheDir != "" {
+		dir = filepath.Join(cacheDir, "artifacts")
+	}
+	if pre != nil && pre.info.GzSHA256 == v.WasmGzSHA256 && len(pre.info.CodeID) == 64 {
+		m := &artifactManifest{GzSHA256: v.WasmGzSHA256, WasmSHA256: pre.info.CodeID}
+		if c, ok := readArtifact(dir, v.WasmGzSHA256); ok && c.WasmSHA256 == m.WasmSHA256 {
+			m = c
+		}
+		src.declaredSHA, src.codeID, src.exportsChecked = m.WasmSHA256, m.WasmSHA256, true
+		src.wasm = func() ([]byte, error) {
+			b, err := artifactWasm(dir, m, v)
+			if err != nil {
+				err = pre.refuse("%v", err)
+			}
+			return b, err
+		}
+		return src, nil
+	}
+	if m, ok := readArtifact(dir, v.WasmGzSHA256); ok {
+		src.declaredSHA, src.codeID, src.exportsChecked = m.WasmSHA256, m.WasmSHA256, m.ExportsChecked
+		src.wasm = func() ([]byte, error) { return artifactWasm(dir, m, v) }
+		return src, nil
+	}
+	wasm, sha, err := v.Decompress()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
+	}
+	if err := checkExports(wasm); err != nil {
+		return nil, err
+	}
+	src.declaredSHA, src.codeID, src.exportsChecked = sha, sha, true
+	src.wasm = func() ([]byte, error) { return wasm, nil }
+	if dir != "" && writeArtifact(dir, v.WasmGzSHA256, wasm, sha) == nil {
+		enforceCacheCap(cacheDir, maxBytes, cacheMinAge)
+	}
+	return src, nil
+}
+
+func artifactPaths(dir, gz string) (wasm, manifest string) {
+	return filepath.Join(dir, gz+".wasm"), filepath.Join(dir, gz+".json")
+}
+
+// readArtifact returns the verified entry for the compressed interpreter gz, if its file is still the one written.
+func readArtifact(dir, gz string) (*artifactManifest, bool) {
+	if dir == "" {
+		return nil, false
+	}
+	wp, mp := artifactPaths(dir, gz)
+	b, err := os.ReadFile(mp)
+	if err != nil {
+		return nil, false
+	}
+	var m artifactManifest
+	if json.Unmarshal(b, &m) != nil || m.Format != artifactFormat || m.GzSHA256 != gz || len(m.WasmSHA256) != 64 {
+		return nil, false
+	}
+	fi, err := os.Stat(wp)
+	if err != nil || identityOf(fi) != m.File {
+		return nil, false
+	}
+	now := time.Now()
+	_ = os.Chtimes(mp, now, now) // last use, for the size cap (the .wasm's own times are part of its identity)
+	return &m, true
+}
+
+// artifactWasm reads the cached wasm, checking that the file opened is still the verified one; otherwise it
+// decompresses the embedded interpreter again (and checks it is the one the manifest names).
+func artifactWasm(dir string, m *artifactManifest, v *assets.Verified) ([]byte, error) {
+	wp, _ := artifactPaths(dir, m.GzSHA256)
+	if dir == "" || m.Format == "" { // no verified entry: nothing to read
+	} else if f, err := os.Open(wp); err == nil {
+		defer f.Close()
+		if fi, err := f.Stat(); err == nil && identityOf(fi) == m.File {
+			b := make([]byte, fi.Size())
+			if _, err := readFull(f, b); err == nil {
+				return b, nil
+			}
+		}
+	}
+	wasm, sha, err := v.Decompress()
+	if err != nil {
+		return nil, err
+	}
+	if sha != m.WasmSHA256 {
+		return nil, fmt.Errorf("wasmbox: the artifact cache entry %s names another interpreter (%s, decompressed %s)", wp, m.WasmSHA256, sha)
+	}
+	if dir != "" {
+		_ = writeArtifact(dir, m.GzSHA256, wasm, sha)
+	}
+	return wasm, nil
+}
+
+func readFull(f *os.File, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		k, err := f.Read(b[n:])
+		n += k
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// writeArtifact writes a verified entry: the wasm under a temporary name, renamed into place, then the manifest
+// with the identity of the file as it now is.
+func writeArtifact(dir, gz string, wasm []byte, sha string) error {
+	if sum := sha256.Sum256(wasm); hex.EncodeToString(sum[:]) != sha {
+		return fmt.Errorf("wasmbox: artifact %s does not match its hash", gz)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	wp, mp := artifactPaths(dir, gz)
+	if err := writeFileAtomic(wp, wasm); err != nil {
+		return err
+	}
+	fi, err := os.Stat(wp)
+	if err != nil {
+		return err
+	}
+	b, _ := json.Marshal(artifactManifest{Format: artifactFormat, GzSHA256: gz, WasmSHA256: sha, ExportsChecked: true,
+		File: identityOf(fi)})
+	return writeFileAtomic(mp, b)
+}
+
+// writeFileAtomic writes data to a temporary file in path's directory (mode 0600) and renames it to path, so
+// readers see the old file, the new one or none, never a part.
+func writeFileAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(f.Name(), path)
+	}
+	if err != nil {
+		os.Remove(f.Name())
+	}
+	return err
+}
