@@ -3,7 +3,6 @@ module github.com/wasmbox/wasmbox
 go 1.26.0
 
 require (
-	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
 	github.com/containerd/errdefs v1.0.0
 	github.com/google/go-cmp v0.7.0
 	github.com/hashicorp/go-hclog v1.6.3

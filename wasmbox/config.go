@@ -114,8 +114,8 @@ type Config struct {
 	// Packages are requirements ("attrs", "tabulate==0.9.0") installed from Wheelhouse when the Sandbox is created;
 	// every run sees them read-only under /packages (on sys.path).
 	Packages []string
-	// Engine names the WebAssembly engine: "" or "wazero" (pure Go, the default), or "wasmtime" in binaries
-	// built with -tags wasmtime (cgo; faster compute). See Engines.
+	// Engine names the WebAssembly engine: "" or "wazero" (pure Go, the default), or "wasmtime" in programs
+	// that import github.com/wasmbox/wasmbox/wasmtime (a module of its own; cgo; faster compute). See Engines.
 	Engine string
 	// Interpreter replaces the embedded interpreter (assets.Load()), e.g. with one built with extra modules.
 	// It must speak the same ABI version; New checks its exports. Nil means the embedded one.

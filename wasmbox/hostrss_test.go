@@ -30,8 +30,8 @@ package wasmbox_test
 // Every child prints its result line to stdout; the parent logs a table of program, engine, peak RSS, bound and
 // outcome.
 //
-// The engine is wasmtime in binaries built with -tags wasmtime and wazero otherwise, so `go test ./wasmbox/` and
-// `go test -tags wasmtime ./wasmbox/` cover one engine each. The test is skipped under -race (the detector's
+// The engine is wazero unless another is built in (WASMBOX_HOSTRSS_ENGINE; the wasmtime engine is a module of its
+// own, github.com/wasmbox/wasmbox/wasmtime, that this package's tests do not import). The test is skipped under -race (the detector's
 // shadow memory is not the host's) and with -short. Linux only: VmHWM is read from /proc.
 //
 // Environment:

@@ -21,7 +21,7 @@ type blockedReader struct{ release chan struct{} }
 
 func (r blockedReader) Read([]byte) (int, error) { <-r.release; return 0, io.EOF }
 
-// forEngine runs f once per engine built into the test binary (wasmtime with -tags wasmtime).
+// forEngine runs f once per engine built into the test binary (wazero; the wasmtime module runs its own sandbox tests).
 func forEngine(t *testing.T, f func(t *testing.T, engine string)) {
 	for _, e := range wasmbox.Engines() {
 		t.Run(e, func(t *testing.T) { f(t, e) })

@@ -95,3 +95,18 @@ func (c *copyImage) Allocator(limit uint64) MemoryAllocator {
 		return m
 	})
 }
+
+// AllocatorLimit reports the limit of an allocator made by LimitedAllocator, for engines that allocate linear
+// memory themselves and only need its bound.
+func AllocatorLimit(a MemoryAllocator) (uint64, bool) {
+	la, ok := a.(limitedAllocator)
+	return la.limit, ok
+}
+
+// MemoryLimit reports the most memory lm may reach, for the memories this package makes.
+func MemoryLimit(lm LinearMemory) (uint64, bool) {
+	if s, ok := lm.(*sliceMemory); ok {
+		return s.max, true
+	}
+	return platformMemoryLimit(lm)
+}

@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package engine
 
@@ -15,3 +15,5 @@ func newImageFromFile(path string) (Image, error) {
 	}
 	return newCopyImage(b), nil
 }
+
+func platformMemoryLimit(LinearMemory) (uint64, bool) { return 0, false }

@@ -14,11 +14,11 @@ import (
 // memory. It is the same bound as one workspace's (vfs.DefaultMaxOpenFiles).
 const MaxOpenFiles = vfs.DefaultMaxOpenFiles
 
-// guestMounts builds the file system every engine serves for each mount, in order: read-only mounts (fs.FS ones
+// GuestMounts (for this package and engines in other modules) builds the file system every engine serves for each mount, in order: read-only mounts (fs.FS ones
 // and SysFS ones with ReadOnly) behind vfs.ReadOnly, which refuses every write flag and mutating operation with
 // EROFS whatever lies below; writable ones as given. All of them share one vfs.OpenLimit of MaxOpenFiles. It also
 // returns the quota sources whose limit failures WASI must report as ENOSPC/EDQUOT/EMFILE.
-func guestMounts(mounts []Mount) ([]experimentalsys.FS, []vfs.QuotaSource, error) {
+func GuestMounts(mounts []Mount) ([]experimentalsys.FS, []vfs.QuotaSource, error) {
 	lim := vfs.NewOpenLimit(MaxOpenFiles)
 	out := make([]experimentalsys.FS, 0, len(mounts))
 	quota := []vfs.QuotaSource{lim}

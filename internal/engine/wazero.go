@@ -97,7 +97,7 @@ func (m *wazeroModule) Close(ctx context.Context) error { return m.cm.Close(ctx)
 
 func (m *wazeroModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Instance, error) {
 	fsc := wazero.NewFSConfig()
-	mounts, quotaFS, err := guestMounts(cfg.Mounts)
+	mounts, quotaFS, err := GuestMounts(cfg.Mounts)
 	if err != nil {
 		return nil, err
 	}

@@ -142,14 +142,10 @@ func (f *FS) CopyIn(ctx context.Context, hostDir string) error {
 // readHostFile reads one regular file through root, refusing anything that
 // is not a regular file once opened, and at most max bytes (ENOSPC beyond).
 func readHostFile(root *os.Root, rel string, max int64) ([]byte, fs.FileMode, error) {
-	// O_NONBLOCK: should the entry have been swapped for a FIFO, opening it
-	// must not block; O_NOFOLLOW: os.Root never lets a link escape hostDir,
-	// and we refuse links we see anyway.
-	hf, err := root.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
+	// os.Root never lets a link escape hostDir, and openHostNoFollow refuses
+	// links we see anyway (hostopen_*.go: O_NOFOLLOW, or a check after open).
+	hf, err := openHostNoFollow(root, rel)
 	if err != nil {
-		if errors.Is(err, syscall.ELOOP) {
-			return nil, 0, fmt.Errorf("%q: %w", rel, ErrHostSymlink)
-		}
 		return nil, 0, err
 	}
 	defer hf.Close()
@@ -466,7 +462,7 @@ func writeHostFile(root *os.Root, rel string, data []byte, perm fs.FileMode, exe
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := path.Join(dir, ".vfs-writeback-"+hex.EncodeToString(rnd[:]))
-	tf, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, perm)
+	tf, err := createHostExcl(root, tmp, perm)
 	if err != nil {
 		return err
 	}

@@ -1,16 +1,8 @@
-//go:build wasmtime && linux
+//go:build linux
 
-package engine
+package wasmtime
 
 import "syscall"
-
-// platformMemoryLimit reads the reservation size of this package's Linux memories.
-func platformMemoryLimit(lm LinearMemory) (uint64, bool) {
-	if m, ok := lm.(*mmapMemory); ok && m.region != nil {
-		return uint64(len(m.region)), true
-	}
-	return 0, false
-}
 
 // defaultWasmStack is half the stack of the threads wasm runs on, at most 4 MiB. Go's cgo threads get glibc's
 // default pthread stack: RLIMIT_STACK, or 2 MiB when that is unlimited. CPython needs 1–2 MiB of wasm stack

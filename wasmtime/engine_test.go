@@ -1,6 +1,4 @@
-//go:build wasmtime
-
-package engine
+package wasmtime
 
 import (
 	"archive/zip"
@@ -10,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wasmbox/wasmbox/internal/engine"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -29,8 +28,8 @@ import (
 
 // The interpreter, compiled once per engine kind for the whole test binary.
 type testInterp struct {
-	eng            Engine
-	mod            Module
+	eng            engine.Engine
+	mod            engine.Module
 	compile        time.Duration
 	stdlib, tzdata fs.FS
 	root           fs.FS
@@ -78,12 +77,12 @@ func loadInterp(t testing.TB, kind string) *testInterp {
 			o.err = err
 			return
 		}
-		var eng Engine
+		var eng engine.Engine
 		switch kind {
 		case "wasmtime":
-			eng, err = NewWasmtime(ctx, WasmtimeConfig{CacheDir: filepath.Join(cacheDir(), "wasmtime")})
+			eng, err = newWasmtime(ctx, wasmtimeConfig{CacheDir: filepath.Join(cacheDir(), "wasmtime")})
 		case "wazero":
-			eng, err = NewWazero(ctx, WazeroConfig{CacheDir: filepath.Join(cacheDir(), "wazero")})
+			eng, err = engine.NewWazero(ctx, engine.WazeroConfig{CacheDir: filepath.Join(cacheDir(), "wazero")})
 		}
 		if err != nil {
 			o.err = err
@@ -141,7 +140,7 @@ func (h *testHost) Tick(ctx context.Context) (int32, bool) {
 
 type testGuest struct {
 	t              testing.TB
-	inst           Instance
+	inst           engine.Instance
 	host           *testHost
 	stdout, stderr bytes.Buffer
 	ws, tmp        *vfs.FS
@@ -149,8 +148,8 @@ type testGuest struct {
 
 type guestOpts struct {
 	ws       *vfs.FS
-	memory   MemoryAllocator
-	mod      Module
+	memory   engine.MemoryAllocator
+	mod      engine.Module
 	packages *vfs.FS // mounted read-only at /packages (an empty fs.FS if nil)
 }
 
@@ -165,15 +164,15 @@ func newGuest(t testing.TB, it *testInterp, o guestOpts) *testGuest {
 	if mod == nil {
 		mod = it.mod
 	}
-	pkgs := Mount{GuestPath: "/packages", FS: embed.FS{}}
+	pkgs := engine.Mount{GuestPath: "/packages", FS: embed.FS{}}
 	if o.packages != nil {
-		pkgs = Mount{GuestPath: "/packages", SysFS: o.packages, ReadOnly: true}
+		pkgs = engine.Mount{GuestPath: "/packages", SysFS: o.packages, ReadOnly: true}
 	}
 	start := time.Now()
-	cfg := InstanceConfig{
+	cfg := engine.InstanceConfig{
 		Stdout: &g.stdout,
 		Stderr: &g.stderr,
-		Mounts: []Mount{
+		Mounts: []engine.Mount{
 			{GuestPath: "/", FS: it.root},
 			{GuestPath: "/usr/local/lib/python3.13", FS: it.stdlib},
 			{GuestPath: "/usr/share/zoneinfo", FS: it.tzdata},
@@ -436,7 +435,7 @@ func TestWasmtimeTickKill(t *testing.T) {
 		start := time.Now()
 		_, err := g.exec(ctx, code)
 		cancel()
-		if !errors.Is(err, ErrKilled) {
+		if !errors.Is(err, engine.ErrKilled) {
 			t.Fatalf("%s: err %v, want ErrKilled", code, err)
 		}
 		if d := time.Since(start); d > 2*time.Second {
@@ -445,7 +444,7 @@ func TestWasmtimeTickKill(t *testing.T) {
 			t.Logf("%s: killed after %v", code, d)
 		}
 		// The instance is unusable; a fresh one runs.
-		if _, err := g.inst.Call(context.Background(), hostfuncs.ExportABIVersion); !errors.Is(err, ErrKilled) {
+		if _, err := g.inst.Call(context.Background(), hostfuncs.ExportABIVersion); !errors.Is(err, engine.ErrKilled) {
 			t.Fatalf("call after kill: %v", err)
 		}
 		g = newGuest(t, it, guestOpts{})
@@ -458,7 +457,7 @@ func TestWasmtimeTickKill(t *testing.T) {
 
 func TestWasmtimeExitAndLimits(t *testing.T) {
 	it := loadInterp(t, "wasmtime")
-	g := newGuest(t, it, guestOpts{memory: LimitedAllocator(128 << 20)})
+	g := newGuest(t, it, guestOpts{memory: engine.LimitedAllocator(128 << 20)})
 	g.boot()
 	out := g.mustExec(`
 import sys
@@ -479,7 +478,7 @@ except RecursionError:
 		t.Fatalf("memory %d past the limit", sz)
 	}
 	_, err := g.exec(context.Background(), "import os; os._exit(3)")
-	var ee *ExitError
+	var ee *engine.ExitError
 	if !errors.As(err, &ee) || ee.Code != 3 {
 		t.Fatalf("err %v, want exit 3", err)
 	}
@@ -490,13 +489,13 @@ except RecursionError:
 func TestWasmtimeSnapshot(t *testing.T) {
 	for _, kind := range []string{"wasmtime", "wazero"} {
 		it := loadInterp(t, kind)
-		g := newGuest(t, it, guestOpts{memory: LimitedAllocator(256 << 20)})
+		g := newGuest(t, it, guestOpts{memory: engine.LimitedAllocator(256 << 20)})
 		g.boot()
 		sp, ok := g.inst.Global(hostfuncs.ExportStackPtr)
 		if !ok {
 			t.Fatal("no stack pointer")
 		}
-		image, err := NewImage(g.inst.MemoryBytes())
+		image, err := engine.NewImage(g.inst.MemoryBytes())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -539,7 +538,7 @@ func TestWasmtimeSnapshot(t *testing.T) {
 }
 
 type imageBytesAllocator struct {
-	MemoryAllocator
+	engine.MemoryAllocator
 	limit uint64
 	image []byte
 }
@@ -597,7 +596,7 @@ func slicesMin(v []float64) float64 {
 func TestWasmtimeCache(t *testing.T) {
 	it := loadInterp(t, "wasmtime") // compiled into cacheDir()/wasmtime
 	ctx := context.Background()
-	eng, err := NewWasmtime(ctx, WasmtimeConfig{CacheDir: filepath.Join(cacheDir(), "wasmtime")})
+	eng, err := newWasmtime(ctx, wasmtimeConfig{CacheDir: filepath.Join(cacheDir(), "wasmtime")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,12 +667,12 @@ func TestWasmtimeConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			g := newGuest(t, it, guestOpts{memory: LimitedAllocator(256 << 20)})
+			g := newGuest(t, it, guestOpts{memory: engine.LimitedAllocator(256 << 20)})
 			g.boot()
 			if k == 0 {
 				ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 				defer cancel()
-				if _, err := g.exec(ctx, "while True: pass"); !errors.Is(err, ErrKilled) {
+				if _, err := g.exec(ctx, "while True: pass"); !errors.Is(err, engine.ErrKilled) {
 					errs <- fmt.Errorf("guest 0: %v, want ErrKilled", err)
 				}
 				return

@@ -1,6 +1,4 @@
-//go:build wasmtime
-
-package engine
+package wasmtime
 
 import (
 	"bytes"
@@ -9,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/wasmbox/wasmbox/internal/engine"
 	"math"
 	"os"
 	"path/filepath"
@@ -24,8 +23,8 @@ import (
 // we recompile) an artifact from another version or with other engine settings.
 const wasmtimeVersion = "wasmtime-go-v39.0.1"
 
-// WasmtimeConfig configures the wasmtime engine.
-type WasmtimeConfig struct {
+// wasmtimeConfig configures the wasmtime engine.
+type wasmtimeConfig struct {
 	// CacheDir holds serialized compiled modules (<CacheDir>/<version>-<arch>-<sha256>.cwasm); empty means no
 	// disk cache. The files are trusted: deserializing one is as unsafe as loading native code.
 	CacheDir string
@@ -40,7 +39,7 @@ type wasmtimeEngine struct {
 	cacheDir string
 }
 
-// NewWasmtime creates a wasmtime (Cranelift) engine with the wasmbox host module and a WASI preview 1 implemented
+// newWasmtime creates a wasmtime (Cranelift) engine with the wasmbox host module and a WASI preview 1 implemented
 // in Go over the same InstanceConfig as NewWazero: in-memory mounts only, never a host directory.
 //
 // Differences from NewWazero:
@@ -48,7 +47,7 @@ type wasmtimeEngine struct {
 //     (enforced by the store's limiter: memory.grow past it returns -1) and the initial contents (a snapshot
 //     image is copied into the instance's memory at instantiation instead of being mapped copy-on-write).
 //   - Deadlines: the same tick import as wazero; a kill is a trap raised from inside tick.
-func NewWasmtime(_ context.Context, cfg WasmtimeConfig) (Engine, error) {
+func newWasmtime(_ context.Context, cfg wasmtimeConfig) (engine.Engine, error) {
 	c := wasmtime.NewConfig()
 	c.SetStrategy(wasmtime.StrategyCranelift)
 	c.SetCraneliftOptLevel(wasmtime.OptLevelSpeed)
@@ -80,7 +79,7 @@ func (e *wasmtimeEngine) cachePath(wasm []byte) string {
 	return filepath.Join(e.cacheDir, fmt.Sprintf("%s-%s-%s.cwasm", wasmtimeVersion, runtime.GOARCH, hex.EncodeToString(sum[:])))
 }
 
-func (e *wasmtimeEngine) Compile(_ context.Context, wasm []byte) (Module, error) {
+func (e *wasmtimeEngine) Compile(_ context.Context, wasm []byte) (engine.Module, error) {
 	var mod *wasmtime.Module
 	if e.cacheDir != "" {
 		if m, err := wasmtime.NewModuleDeserializeFile(e.engine, e.cachePath(wasm)); err == nil {
@@ -154,7 +153,7 @@ func (m *wasmtimeModule) Close(context.Context) error {
 	return nil
 }
 
-func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Instance, error) {
+func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (engine.Instance, error) {
 	w, err := newWASI(cfg)
 	if err != nil {
 		return nil, err
@@ -219,14 +218,14 @@ func copyNonZero(dst, src []byte) {
 // release). Allocators may say it directly (optional methods Limit() uint64 and ImageBytes() []byte, which spare
 // a reservation and, for an image, mapping it once more); otherwise one memory is allocated to look at. It fails
 // closed: an instance without its limit must not run.
-func memorySource(a MemoryAllocator, moduleMax uint64) (limit uint64, image []byte, release func(), err error) {
+func memorySource(a engine.MemoryAllocator, moduleMax uint64) (limit uint64, image []byte, release func(), err error) {
 	if l, ok := a.(interface{ Limit() uint64 }); ok {
 		if img, ok := a.(interface{ ImageBytes() []byte }); ok {
 			return l.Limit(), img.ImageBytes(), func() {}, nil
 		}
 	}
-	if la, ok := a.(limitedAllocator); ok {
-		return min(la.limit, moduleMax), nil, func() {}, nil
+	if limit, ok := engine.AllocatorLimit(a); ok {
+		return min(limit, moduleMax), nil, func() {}, nil
 	}
 	lm := a.Allocate(moduleMax)
 	limit, ok := linearMemoryLimit(lm)
@@ -237,23 +236,20 @@ func memorySource(a MemoryAllocator, moduleMax uint64) (limit uint64, image []by
 	return limit, lm.Reallocate(0), lm.Free, nil
 }
 
-// linearMemoryLimit finds the most memory lm may reach: an optional Limit method, else what this package's
-// own memories record.
-func linearMemoryLimit(lm LinearMemory) (uint64, bool) {
+// linearMemoryLimit finds the most memory lm may reach: an optional Limit method, else what the engine
+// package's own memories record.
+func linearMemoryLimit(lm engine.LinearMemory) (uint64, bool) {
 	if l, ok := lm.(interface{ Limit() uint64 }); ok {
 		return l.Limit(), true
 	}
-	if s, ok := lm.(*sliceMemory); ok {
-		return s.max, true
-	}
-	return platformMemoryLimit(lm)
+	return engine.MemoryLimit(lm)
 }
 
 type wasmtimeInstance struct {
 	store    *wasmtime.Store
 	instance *wasmtime.Instance
 	mem      *wasmtime.Memory
-	host     Host
+	host     engine.Host
 	wasi     *wasiState
 	limit    uint64
 	funcs    map[string]*wasmtime.Func
@@ -274,10 +270,10 @@ func (i *wasmtimeInstance) Call(ctx context.Context, name string, params ...uint
 		return nil, fmt.Errorf("engine: %s: instance closed", name)
 	}
 	if i.killed {
-		return nil, ErrKilled
+		return nil, engine.ErrKilled
 	}
 	if i.exited {
-		return nil, &ExitError{Code: i.exitCode}
+		return nil, &engine.ExitError{Code: i.exitCode}
 	}
 	fn := i.funcs[name]
 	if fn == nil {
@@ -320,9 +316,9 @@ func (i *wasmtimeInstance) Call(ctx context.Context, name string, params ...uint
 	if callErr != nil {
 		switch {
 		case i.killed:
-			return nil, ErrKilled
+			return nil, engine.ErrKilled
 		case i.exited:
-			return nil, &ExitError{Code: i.exitCode}
+			return nil, &engine.ExitError{Code: i.exitCode}
 		}
 		return nil, fmt.Errorf("engine: %s: %w", name, trapError{callErr})
 	}
@@ -474,7 +470,7 @@ func defineWasmbox(l *wasmtime.Linker) error {
 		}
 		req = append([]byte(nil), req...) // always copy out of guest memory
 		resp, isErr := inst.host.Call(inst.ctx, req)
-		if k, ok := inst.host.(CallKiller); ok && k.KillAfterCall() {
+		if k, ok := inst.host.(engine.CallKiller); ok && k.KillAfterCall() {
 			inst.killed = true
 			return nil, wasmtime.NewTrap("wasmbox: run killed")
 		}

@@ -1,8 +1,6 @@
-//go:build wasmtime && !linux
+//go:build !linux
 
-package engine
-
-func platformMemoryLimit(LinearMemory) (uint64, bool) { return 0, false }
+package wasmtime
 
 // defaultWasmStack keeps wasmtime's default (512 KiB) where thread stack sizes are not known.
 func defaultWasmStack() int { return 0 }

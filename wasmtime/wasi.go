@@ -1,18 +1,17 @@
-//go:build wasmtime
-
-package engine
+package wasmtime
 
 // WASI preview 1 for the wasmtime engine, implemented in Go over InstanceConfig. It follows wazero v1.12's
 // wasi_snapshot_preview1 closely (same preopen layout, same file-system interfaces, same errno choices) so the
 // interpreter sees the same world on both engines, plus the quota errnos of internal/vfs (ENOSPC, EDQUOT, EMFILE),
 // which this layer maps directly instead of through vfs.ExportWASI's EIO rewrite.
 //
-// Every mount is the experimentalsys.FS guestMounts builds, exactly as for NewWazero (read-only mounts behind
+// Every mount is the experimentalsys.FS GuestMounts builds, exactly as for NewWazero (read-only mounts behind
 // vfs.ReadOnly, one descriptor limit for all). No host directory is ever opened.
 
 import (
 	"encoding/binary"
 	"fmt"
+	"github.com/wasmbox/wasmbox/internal/engine"
 	"io"
 	"io/fs"
 	"math"
@@ -232,7 +231,7 @@ type wasiState struct {
 	rand      io.Reader
 }
 
-func newWASI(cfg InstanceConfig) (*wasiState, error) {
+func newWASI(cfg engine.InstanceConfig) (*wasiState, error) {
 	w := &wasiState{walltime: cfg.Walltime, nanotime: cfg.Nanotime, nanosleep: cfg.Nanosleep, rand: cfg.Rand}
 	// Fake clocks and no randomness by default, like wazero's ModuleConfig (callers always set them).
 	if w.walltime == nil {
@@ -253,7 +252,7 @@ func newWASI(cfg InstanceConfig) (*wasiState, error) {
 		{f: &stdoutFile{w: cfg.Stdout}},
 		{f: &stdoutFile{w: cfg.Stderr}},
 	}
-	mounts, _, err := guestMounts(cfg.Mounts)
+	mounts, _, err := engine.GuestMounts(cfg.Mounts)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,4 @@
-//go:build wasmtime
-
-package engine
+package wasmtime
 
 import (
 	"testing"

@@ -1,0 +1,357 @@
+//go:build linux || darwin
+
+package engine
+
+import (
+	"encoding/binary"
+	"fmt"
+	"os"
+	"runtime"
+	"sync"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Copy-on-write snapshot memory on Linux and macOS. An image lives in a file: a memfd on Linux, an unlinked
+// temporary file elsewhere (and on Linux when forceFileImage is set, which is how the tests run the macOS path
+// here). Each instance maps the file MAP_PRIVATE over the start of its reservation, so instances share the
+// image's pages until they write them. A freed memory is reset and pooled: on Linux only the pages that became
+// private are copied back from the image (/proc/self/pagemap says which); elsewhere the image is mapped again
+// over the same addresses, which drops every private page at once.
+
+// forceFileImage makes newImage use the temporary-file image and the remapping reset on Linux too.
+var forceFileImage = false
+
+// mmapMemory reserves the whole limit of address space with PROT_NONE and makes pages accessible as the memory
+// grows, so the buffer never moves and untouched pages cost nothing. With an image, the image file is mapped
+// MAP_PRIVATE over the start of the reservation: instances share its pages until they write them (copy-on-write).
+type mmapMemory struct {
+	region []byte
+	size   uint64 // accessible bytes
+	peak   uint64
+	// release, if set, may take the memory back for reuse (a pooled image memory).
+	release func(*mmapMemory) bool
+	freed   bool // Free is idempotent: the engine and its runtime may both call it
+}
+
+func newLinearMemory(max uint64) LinearMemory {
+	m, err := reserve(max)
+	if err != nil {
+		return &sliceMemory{max: max}
+	}
+	return m
+}
+
+func reserve(max uint64) (*mmapMemory, error) {
+	if max == 0 {
+		return nil, fmt.Errorf("engine: empty memory reservation")
+	}
+	region, err := unix.Mmap(-1, 0, int(max), unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_NORESERVE)
+	if err != nil {
+		return nil, err
+	}
+	return &mmapMemory{region: region}, nil
+}
+
+func (m *mmapMemory) Reallocate(size uint64) []byte {
+	if m.region == nil || size > uint64(len(m.region)) {
+		return nil
+	}
+	if size > m.size {
+		if err := unix.Mprotect(m.region[m.size:size], unix.PROT_READ|unix.PROT_WRITE); err != nil {
+			return nil
+		}
+		m.size = size
+	}
+	m.peak = max(m.peak, m.size)
+	// A memory started from an image is at least the image's size, even when the module declares less: the
+	// engine takes the memory's size from the buffer's length.
+	return m.region[:m.size:m.size]
+}
+
+func (m *mmapMemory) Free() {
+	if m.region == nil || m.freed {
+		return
+	}
+	m.freed = true
+	if m.release != nil && m.release(m) {
+		return
+	}
+	m.unmap()
+}
+
+func (m *mmapMemory) unmap() {
+	if m.region != nil {
+		_ = unix.Munmap(m.region)
+		m.region = nil
+	}
+}
+
+func (m *mmapMemory) Peak() uint64 { return m.peak }
+
+// cowImage is a memory image in a file (memfd or unlinked temporary file). Memories freed by their instance go back to a pool after their
+// private pages are restored from the image, so the next instance starts with no page faults to take.
+type cowImage struct {
+	fd   int
+	size uint64
+	src  []byte // the image file mapped shared and read-only: where resets copy pages from
+
+	mu     sync.Mutex
+	closed bool
+	pool   map[uint64][]*mmapMemory // by reservation size
+	// remapReset resets a freed memory by mapping the image again over it: where there is no
+	// /proc/self/pagemap (macOS), and on Linux when forceFileImage is set.
+	remapReset bool
+}
+
+// maxPooled bounds the idle memories kept per reservation size.
+var maxPooled = 2 * runtime.GOMAXPROCS(0)
+
+func newImage(mem []byte) (Image, error) {
+	fd, err := imageFile()
+	if err != nil {
+		return newCopyImage(mem), nil
+	}
+	if err := unix.Ftruncate(fd, int64(len(mem))); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("engine: snapshot image: %w", err)
+	}
+	for off := 0; off < len(mem); {
+		n, err := unix.Pwrite(fd, mem[off:], int64(off))
+		if err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("engine: snapshot image: %w", err)
+		}
+		off += n
+	}
+	c := &cowImage{fd: fd, size: uint64(len(mem)), pool: map[uint64][]*mmapMemory{}, remapReset: !hasPagemap || forceFileImage}
+	if len(mem) > 0 {
+		if c.src, err = unix.Mmap(fd, 0, len(mem), unix.PROT_READ, unix.MAP_SHARED); err != nil {
+			unix.Close(fd)
+			return nil, fmt.Errorf("engine: snapshot image: %w", err)
+		}
+	}
+	return c, nil
+}
+
+// imageFile returns a new empty file for an image: a memfd where there is one, else a temporary file unlinked
+// at once, so nothing is left behind whatever happens to the process.
+func imageFile() (int, error) {
+	if memfdCreate != nil && !forceFileImage {
+		if fd, err := memfdCreate(); err == nil {
+			return fd, nil
+		}
+	}
+	f, err := os.CreateTemp("", "wasmbox-snapshot-*")
+	if err != nil {
+		return -1, err
+	}
+	defer f.Close()
+	if err := os.Remove(f.Name()); err != nil {
+		return -1, err
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return -1, err
+	}
+	unix.CloseOnExec(fd)
+	return fd, nil
+}
+
+func (c *cowImage) Size() uint64 { return c.size }
+
+// newImageFromFile maps a saved image: the page cache backs it, so processes that start from the same file
+// share its pages.
+func newImageFromFile(path string) (Image, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		f.Close()
+		return nil, fmt.Errorf("engine: image %s: empty or unreadable", path)
+	}
+	fd, err := unix.Dup(int(f.Fd()))
+	f.Close()
+	if err != nil {
+		return nil, err
+	}
+	unix.CloseOnExec(fd)
+	c := &cowImage{fd: fd, size: uint64(fi.Size()), pool: map[uint64][]*mmapMemory{}, remapReset: !hasPagemap || forceFileImage}
+	if c.src, err = unix.Mmap(fd, 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("engine: image %s: %w", path, err)
+	}
+	return c, nil
+}
+
+func (c *cowImage) Allocator(limit uint64) MemoryAllocator {
+	return allocatorFunc(func(max uint64) LinearMemory {
+		if max == 0 || max > limit {
+			max = limit
+		}
+		max = maxU64(max, c.size) // callers check the limit against the image size first
+		if m := c.get(max); m != nil {
+			return m
+		}
+		m, err := reserve(max)
+		if err != nil {
+			return c.copyOut(max)
+		}
+		if c.size > 0 {
+			_, err = unix.MmapPtr(c.fd, 0, unsafe.Pointer(&m.region[0]), uintptr(c.size),
+				unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+			if err != nil {
+				m.Free()
+				return c.copyOut(max)
+			}
+		}
+		m.size = c.size
+		m.release = c.put
+		return m
+	})
+}
+
+func (c *cowImage) get(max uint64) *mmapMemory {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	list := c.pool[max]
+	if len(list) == 0 {
+		return nil
+	}
+	m := list[len(list)-1]
+	c.pool[max] = list[:len(list)-1]
+	m.peak, m.freed = 0, false
+	return m
+}
+
+// put resets m to the image and keeps it for reuse; it reports false if m must be unmapped instead.
+func (c *cowImage) put(m *mmapMemory) bool {
+	c.mu.Lock()
+	full := c.closed || len(c.pool[uint64(len(m.region))]) >= maxPooled
+	c.mu.Unlock()
+	if full || c.reset(m) != nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(c.pool[uint64(len(m.region))]) >= maxPooled {
+		return false
+	}
+	c.pool[uint64(len(m.region))] = append(c.pool[uint64(len(m.region))], m)
+	return true
+}
+
+// reset restores every page of m that became private (written, hence copied) from the image, and drops what
+// grew beyond the image. /proc/self/pagemap says which pages are private: present or swapped, and not
+// file-backed (bit 61). Pages still shared with the memfd are already equal to the image.
+func (c *cowImage) reset(m *mmapMemory) error {
+	const page = 4096
+	if c.remapReset {
+		return c.remap(m)
+	}
+	if m.size > c.size {
+		grown := m.region[c.size:m.size]
+		if err := unix.Madvise(grown, unix.MADV_DONTNEED); err != nil {
+			return err
+		}
+		if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
+			return err
+		}
+		m.size = c.size
+	}
+	pm, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		return err
+	}
+	defer pm.Close()
+	base := uintptr(unsafe.Pointer(&m.region[0]))
+	pages := int(c.size / page)
+	entries := make([]byte, 8*min(pages, 8192))
+	for first := 0; first < pages; first += len(entries) / 8 {
+		n := min(pages-first, len(entries)/8)
+		if _, err := pm.ReadAt(entries[:8*n], int64((base/page+uintptr(first))*8)); err != nil {
+			return err
+		}
+		for i := 0; i < n; i++ {
+			e := binary.LittleEndian.Uint64(entries[8*i:])
+			present, swapped, fileOrShared := e&(1<<63) != 0, e&(1<<62) != 0, e&(1<<61) != 0
+			if (present || swapped) && !fileOrShared {
+				off := (first + i) * page
+				copy(m.region[off:off+page], c.src[off:off+page])
+			}
+		}
+	}
+	return nil
+}
+
+// remap resets m by dropping what grew beyond the image and mapping the image again over the rest: the new
+// private mapping replaces the old one, private pages included, and the next instance faults pages in afresh.
+func (c *cowImage) remap(m *mmapMemory) error {
+	if m.size > c.size {
+		grown := m.region[c.size:m.size]
+		if err := unix.Madvise(grown, unix.MADV_DONTNEED); err != nil {
+			return err
+		}
+		if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
+			return err
+		}
+		m.size = c.size
+	}
+	if c.size == 0 {
+		return nil
+	}
+	_, err := unix.MmapPtr(c.fd, 0, unsafe.Pointer(&m.region[0]), uintptr(c.size),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+	return err
+}
+
+func (c *cowImage) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	c.closed = true
+	for _, list := range c.pool {
+		for _, m := range list {
+			m.unmap()
+		}
+	}
+	c.pool = nil
+	if c.src != nil {
+		_ = unix.Munmap(c.src)
+		c.src = nil
+	}
+	return unix.Close(c.fd)
+}
+
+// copyOut is the fallback when mapping fails: a private copy of the image.
+func (c *cowImage) copyOut(max uint64) LinearMemory {
+	buf := make([]byte, c.size)
+	for off := 0; off < len(buf); {
+		n, err := unix.Pread(c.fd, buf[off:], int64(off))
+		if err != nil || n == 0 {
+			break
+		}
+		off += n
+	}
+	return &sliceMemory{max: max, buf: buf, peak: c.size}
+}
+
+func maxU64(a, b uint64) uint64 {
+	if a > b {
+		return a
+	}
+	return b
+}
+
+// platformMemoryLimit reads the reservation size of a mapped memory.
+func platformMemoryLimit(lm LinearMemory) (uint64, bool) {
+	if m, ok := lm.(*mmapMemory); ok && m.region != nil {
+		return uint64(len(m.region)), true
+	}
+	return 0, false
+}

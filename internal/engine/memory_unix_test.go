@@ -1,0 +1,79 @@
+//go:build linux || darwin
+
+package engine
+
+import (
+	"bytes"
+	"testing"
+)
+
+// imageModes runs f with each kind of image this system has: on Linux the memfd with the pagemap reset, and the
+// unlinked temporary file with the remapping reset that macOS uses; on macOS the latter only.
+func imageModes(t *testing.T, f func(t *testing.T)) {
+	modes := []bool{true}
+	if hasPagemap {
+		modes = []bool{false, true}
+	}
+	for _, force := range modes {
+		name := "memfd"
+		if force || !hasPagemap {
+			name = "tempfile"
+		}
+		t.Run(name, func(t *testing.T) {
+			old := forceFileImage
+			forceFileImage = force
+			defer func() { forceFileImage = old }()
+			f(t)
+		})
+	}
+}
+
+// Image memories are mappings (not the copying fallback), start equal to the image, do not see each other's
+// writes, reset byte for byte when pooled, and the image is reset the way this mode resets.
+func TestImageModes(t *testing.T) {
+	imageModes(t, func(t *testing.T) {
+		const size, limit = 16 * 65536, 64 * 65536
+		want, img := image(t, size)
+		c, ok := img.(*cowImage)
+		if !ok {
+			t.Fatalf("image is a %T, not a mapped file", img)
+		}
+		if c.remapReset != (forceFileImage || !hasPagemap) {
+			t.Fatalf("remapReset %v", c.remapReset)
+		}
+		alloc := img.Allocator(limit)
+		a, b := alloc.Allocate(limit), alloc.Allocate(limit)
+		if _, ok := a.(*mmapMemory); !ok {
+			t.Fatalf("memory is a %T, not mapped", a)
+		}
+		ab, bb := a.Reallocate(0), b.Reallocate(0)
+		ab[100] ^= 0xFF
+		if bb[100] != want[100] || !bytes.Equal(bb, want) {
+			t.Fatal("a write to one memory shows in another: not private")
+		}
+		if c.src[100] != want[100] {
+			t.Fatal("a write to a memory reached the image")
+		}
+		b.Free()
+		for round := range 3 {
+			ab = a.Reallocate(size + 65536)
+			for off := round * 4096; off < size+65536; off += 5 * 4096 {
+				ab[off] ^= 0x5A
+			}
+			a.Free()
+			a = alloc.Allocate(limit) // from the pool
+			if got := a.Reallocate(0); len(got) != size || !bytes.Equal(got, want) {
+				t.Fatalf("round %d: a pooled memory differs from the image", round)
+			}
+			if g := a.Reallocate(size + 65536); g[size+5*4096] != 0 {
+				t.Fatalf("round %d: regrown memory not zero", round)
+			}
+		}
+		a.Free()
+	})
+}
+
+// The reset-by-byte test of memory_test.go, in every mode.
+func TestImageModesReset(t *testing.T) {
+	imageModes(t, TestImageMemoryResetByteForByte)
+}
