@@ -2,6 +2,8 @@
 // CPython. Speed targets are checked here, never as wall-clock assertions in tests.
 package bench
 
+import "strconv"
+
 // Workloads timed inside the guest (and natively) with time.perf_counter, so interpreter start is excluded.
 const (
 	// W1: pure-Python loop.
@@ -17,6 +19,11 @@ back = json.loads(s)
 assert len(back) == 20000
 `
 )
+
+// W1Loop is W1 with n iterations instead of 3,000,000 (for instruction counts, which subtract two sizes).
+func W1Loop(n int) string {
+	return "s = 0\nfor i in range(" + strconv.Itoa(n) + "):\n    s += i * i\n"
+}
 
 // Timed wraps a workload so that it prints its own duration in seconds (one float on stdout).
 func Timed(workload string) string {
