@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math/big"
 	"strconv"
 )
 
@@ -340,13 +339,66 @@ func jsonKey(tok []byte) (string, error) {
 	return s, nil
 }
 
-// isIntegerText reports whether a JSON number is an integer, as the general validator decides it (math/big).
+// isIntegerText reports whether a JSON number is an integer exactly as the general validator decides it, which
+// is with math/big: new(big.Rat).SetString(num) succeeds and IsInt. It decides from the text, without the
+// arithmetic: SetString of "1e999999" builds a 3-million-bit number, which a guest could ask for once per
+// number of its arguments. big.Rat refuses a decimal exponent (minus the fraction's digits) beyond ±1e6 and
+// one that does not fit an int64; both count as "not an integer" there, and so they do here.
 func isIntegerText(num []byte) bool {
 	if bytes.IndexAny(num, ".eE") < 0 {
 		return true
 	}
-	r, ok := new(big.Rat).SetString(string(num))
-	return ok && r.IsInt()
+	mant, expText := num, []byte(nil)
+	if k := bytes.IndexAny(num, "eE"); k >= 0 {
+		mant, expText = num[:k], num[k+1:]
+	}
+	var exp int64
+	if expText != nil {
+		var err error
+		if exp, err = strconv.ParseInt(string(expText), 10, 64); err != nil {
+			return false
+		}
+	}
+	if mant[0] == '-' {
+		mant = mant[1:]
+	}
+	intPart, frac := mant, []byte(nil)
+	if k := bytes.IndexByte(mant, '.'); k >= 0 {
+		intPart, frac = mant[:k], mant[k+1:]
+	}
+	if bytes.Count(intPart, []byte{'0'})+bytes.Count(frac, []byte{'0'}) == len(intPart)+len(frac) {
+		return true // zero, whatever the exponent (big.Rat returns before looking at it)
+	}
+	e5 := -int64(len(frac)) + exp // wraps as big.Rat's does
+	if e5 != 0 {
+		n := e5
+		if n < 0 {
+			if n = -n; n < 0 {
+				return false
+			}
+		}
+		if n > 1e6 {
+			return false
+		}
+	}
+	if e5 >= 0 {
+		return true
+	}
+	// The value is digits × 10^e5 (digits not all zero): an integer if they end in at least -e5 zeros.
+	zeros, nonzero := int64(0), false
+	for _, part := range [][]byte{frac, intPart} {
+		for i := len(part) - 1; i >= 0; i-- {
+			if part[i] != '0' {
+				nonzero = true
+				break
+			}
+			zeros++
+		}
+		if nonzero {
+			break
+		}
+	}
+	return zeros >= -e5
 }
 
 // valueEnd returns the index just after the JSON value that starts at b[i] (valid JSON), and its kind.

@@ -56,6 +56,9 @@ var diffDocs = []string{
 	`{"\u0078":1}`, `{"x\u0000":1}`, `{"n":null,"o":[]}`, `{"n":2,"o":1,"z":[1,2.5]}`, `{"n":2,"o":1,"z":[1,"2"]}`, `{"n":2.0}`,
 	`{"n":"2","o":1}`, `{"input":"hi"}`, `{"input":"hi","extra":1}`, `{"input":5}`, ` { "input" : "a\"}b" } `,
 	`{"x":1,"p":2,"i":{"a":3,"b":["]}\"{"]}}`, `{"é":1}`, `{"x":-12345678901234567890123}`,
+	`{"x":1e1000000}`, `{"x":1e1000001}`, `{"x":0e1000001}`, `{"x":1.5e-1000000}`, `{"x":0.0e-5}`, `{"x":10.0e-1}`,
+	`{"x":120e-1}`, `{"x":1200.00e-3}`, `{"x":1e9223372036854775807}`, `{"x":1e9223372036854775808}`,
+	`{"x":1.0e-9223372036854775808}`, `{"x":-0.000}`, `{"x":1E+0}`, `{"x":1.25E2}`, `{"x":1.25E1}`,
 }
 
 // generalValid is the general validator's verdict, as Registry.Validate gave it before the fast path.
@@ -243,4 +246,14 @@ func BenchmarkValidate(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestIntegerCheckBuildsNoNumber checks that deciding whether 1e999999 is an integer builds no big number: a
+// guest could otherwise make the host compute a 3-million-bit power of ten for every number of its arguments.
+func TestIntegerCheckBuildsNoNumber(t *testing.T) {
+	for _, num := range []string{"1e999999", "1.5e-999999", "123.000e999999"} {
+		if n := testing.AllocsPerRun(5, func() { isIntegerText([]byte(num)) }); n != 0 {
+			t.Errorf("isIntegerText(%s) allocated %v times", num, n)
+		}
+	}
 }
