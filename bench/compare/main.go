@@ -91,7 +91,7 @@ func main() {
 
 func run(quick, asJSON, cg bool) error {
 	ctx := context.Background()
-	r := report{Cores: runtime.NumCPU(), Quick: quick, Peers: map[string]peerRow{}}
+	r := report{Cores: runtime.NumCPU(), Quick: quick, Peers: map[string]peerRow{}, Skipped: []string{}}
 	reps, w0n, rounds := 7, 200, 5
 	if quick {
 		reps, w0n, rounds = 3, 60, 3
@@ -373,25 +373,24 @@ func guestTime(ctx context.Context, sb *wasmbox.Sandbox, w string, reps int) (fl
 	return ts[len(ts)/2], nil
 }
 
-// findPython prefers $WASMBOX_NATIVE_PYTHON, then python3.13, then python3 (the version is reported).
+// findPython prefers $WASMBOX_NATIVE_PYTHON, then a working python3.13 on PATH, then one that pyenv installed
+// without selecting it, then python3 (the version is reported).
 func findPython() string {
 	if p := os.Getenv("WASMBOX_NATIVE_PYTHON"); p != "" {
 		return p
 	}
-	for _, n := range []string{"python3.13", "python3"} {
-		if p, err := exec.LookPath(n); err == nil {
-			if exec.Command(p, "-c", "pass").Run() == nil {
-				return p
-			}
+	works := func(p string) bool { return exec.Command(p, "-c", "pass").Run() == nil }
+	if p, err := exec.LookPath("python3.13"); err == nil && works(p) {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		m, _ := filepath.Glob(filepath.Join(home, ".pyenv/versions/3.13*/bin/python3.13"))
+		if len(m) > 0 && works(m[len(m)-1]) {
+			return m[len(m)-1]
 		}
 	}
-	// pyenv installs versions that its shims do not select.
-	if home, err := os.UserHomeDir(); err == nil {
-		if m, _ := filepath.Glob(filepath.Join(home, ".pyenv/versions/3.13*/bin/python3.13")); len(m) > 0 {
-			if exec.Command(m[len(m)-1], "-c", "pass").Run() == nil {
-				return m[len(m)-1]
-			}
-		}
+	if p, err := exec.LookPath("python3"); err == nil && works(p) {
+		return p
 	}
 	return ""
 }
