@@ -31,6 +31,8 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
+const benchTimeout = 10 * time.Minute
+
 type report struct {
 	FreshRunP50MS     float64              `json:"fresh_run_p50_ms"`
 	FreshRunP90MS     float64              `json:"fresh_run_p90_ms"`
@@ -96,7 +98,9 @@ func run(quick, asJSON, cg bool) error {
 	if quick {
 		reps, w0n, rounds = 3, 60, 3
 	}
-	sb, err := wasmbox.New(ctx, wasmbox.Config{})
+	// The timeouts are long: on a loaded machine a workload may take many times its usual time, and this is
+	// a measure of speed, not of the deadline.
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Timeout: benchTimeout})
 	if err != nil {
 		return err
 	}
@@ -224,7 +228,7 @@ func run(quick, asJSON, cg bool) error {
 
 	// The deadline's cost: W1 on the instrumented and the uninstrumented interpreter, interleaved pairs.
 	if it, err := uninstrumented.Load(); err == nil {
-		plain, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it})
+		plain, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it, Timeout: benchTimeout})
 		if err != nil {
 			return err
 		}
@@ -525,7 +529,7 @@ type engineRow struct {
 }
 
 func engineNumbers(ctx context.Context, name string, reps, runs int) (engineRow, error) {
-	sb, err := wasmbox.New(ctx, wasmbox.Config{Engine: name})
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Engine: name, Timeout: benchTimeout})
 	if err != nil {
 		return engineRow{}, err
 	}
