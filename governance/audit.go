@@ -158,7 +158,11 @@ func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 		m.dropped++
 	}
 	if m.start > 0 && m.start >= len(m.recs)/2 { // compact: the dropped half is garbage
-		m.recs = append([]Record(nil), m.recs[m.start:]...)
+		// In place: a new slice each time would cost an allocation of the whole window and its regrowth (at a
+		// full window, every call paid for several copies of it).
+		n := copy(m.recs, m.recs[m.start:])
+		clear(m.recs[n:])
+		m.recs = m.recs[:n]
 		m.start = 0
 	}
 	return nil

@@ -72,6 +72,7 @@ type entry struct {
 	Tool
 	params []param
 	schema *validator.Schema
+	fast   *fastSchema // the same schema checked in one pass, when it uses only the structural keywords
 }
 
 type param struct {
@@ -119,7 +120,7 @@ func (r *Registry) Register(t Tool) error {
 	if _, dup := r.tools[t.Name]; dup {
 		return fmt.Errorf("%w: %s is registered twice", ErrInvalidTool, t.Name)
 	}
-	r.tools[t.Name] = &entry{Tool: t, params: params, schema: sch}
+	r.tools[t.Name] = &entry{Tool: t, params: params, schema: sch, fast: compileFast(t.Parameters)}
 	r.order = append(r.order, t.Name)
 	return nil
 }
@@ -174,6 +175,15 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 	e := r.entry(name)
 	if e == nil {
 		return fmt.Errorf("hostfuncs: unknown tool %q", name)
+	}
+	if e.fast != nil {
+		if !json.Valid(args) {
+			return fmt.Errorf("hostfuncs: %s: arguments are not JSON", name)
+		}
+		if err := e.fast.validate(args); err != nil {
+			return fmt.Errorf("hostfuncs: %s: invalid arguments: %w", name, err)
+		}
+		return nil
 	}
 	inst, err := validator.UnmarshalJSON(bytes.NewReader(args))
 	if err != nil {

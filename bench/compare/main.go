@@ -13,8 +13,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strconv"
@@ -29,6 +31,8 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
+const benchTimeout = 10 * time.Minute
+
 type report struct {
 	FreshRunP50MS     float64              `json:"fresh_run_p50_ms"`
 	FreshRunP90MS     float64              `json:"fresh_run_p90_ms"`
@@ -36,17 +40,25 @@ type report struct {
 	W1Seconds         float64              `json:"w1_seconds"`
 	W1NativeSeconds   *float64             `json:"w1_native_seconds"`
 	W1RatioVsNative   *float64             `json:"w1_ratio_vs_native"`
+	W1RatioSpread     spread               `json:"w1_ratio_spread"`
 	W2Seconds         float64              `json:"w2_seconds"`
 	W2NativeSeconds   *float64             `json:"w2_native_seconds"`
 	W2RatioVsNative   *float64             `json:"w2_ratio_vs_native"`
+	W2RatioSpread     spread               `json:"w2_ratio_spread"`
 	DeadlineOverhead  float64              `json:"deadline_overhead_ratio"`
+	DeadlineSpread    spread               `json:"deadline_overhead_spread"`
 	ToolCallUS        *float64             `json:"tool_call_us"`
-	RSSPerSandboxMiB  float64              `json:"rss_per_sandbox_mib"`
+	ToolCallSpread    spread               `json:"tool_call_us_spread"`
+	RSSPerSandboxMiB  float64              `json:"rss_per_sandbox_mib"` // PSS, as the comment of W4 says
+	PSSSpread         spread               `json:"pss_per_sandbox_mib_spread"`
 	NewProcessP50MS   *float64             `json:"new_process_first_result_p50_ms"`
 	P2                *p2Report            `json:"p2"`
 	RunsPerSec        float64              `json:"runs_per_sec"`
+	RunsPerSecSpread  spread               `json:"runs_per_sec_spread"`
+	Callgrind         *callgrindReport     `json:"callgrind,omitempty"`
 	NativePython      string               `json:"native_python"`
 	Engines           map[string]engineRow `json:"engines"`
+	Peers             map[string]peerRow   `json:"peers"`
 	Skipped           []string             `json:"skipped"`
 	Cores             int                  `json:"cores"`
 	Quick             bool                 `json:"quick"`
@@ -57,9 +69,12 @@ func main() {
 		p2Child()
 		return
 	}
-	quick := flag.Bool("quick", false, "fewer repetitions (under a minute)")
+	quick := flag.Bool("quick", false, "fewer repetitions (a few minutes with the peers, for CI)")
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	against := flag.String("against", "", "also time W1/W2 on the interpreter built in DIR (e.g. pyruntime/build.sh --variant plain --out DIR) and print the ratios")
+	cg := flag.Bool("callgrind", false, "also count W1's instructions per loop iteration under valgrind (native, wasmbox, wasmbox without the deadline): slow, deterministic")
+	guestLoop := flag.Int("guest-loop", 0, "internal: run W1 with N iterations in one sandbox and exit (what -callgrind counts)")
+	plain := flag.Bool("plain", false, "internal: with -guest-loop, use the interpreter without the deadline counter")
 	p2Only := flag.Bool("p2", false, "measure only P2 (new process → first result) and its parts")
 	flag.Parse()
 	if *p2Only {
@@ -75,6 +90,13 @@ func main() {
 		}
 		return
 	}
+	if *guestLoop > 0 {
+		if err := guestLoopOnce(*guestLoop, *plain); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *against != "" {
 		if err := compareBuilds(context.Background(), *against, *quick); err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
@@ -82,20 +104,22 @@ func main() {
 		}
 		return
 	}
-	if err := run(*quick, *asJSON); err != nil {
+	if err := run(*quick, *asJSON, *cg); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(quick, asJSON bool) error {
+func run(quick, asJSON, cg bool) error {
 	ctx := context.Background()
-	r := report{Cores: runtime.NumCPU(), Quick: quick}
-	reps, w0n := 5, 200
+	r := report{Cores: runtime.NumCPU(), Quick: quick, Peers: map[string]peerRow{}, Skipped: []string{}}
+	reps, w0n, rounds := 7, 200, 5
 	if quick {
-		reps, w0n = 3, 60
+		reps, w0n, rounds = 3, 60, 3
 	}
-	sb, err := wasmbox.New(ctx, wasmbox.Config{})
+	// The timeouts are long: on a loaded machine a workload may take many times its usual time, and this is
+	// a measure of speed, not of the deadline.
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Timeout: benchTimeout})
 	if err != nil {
 		return err
 	}
@@ -105,6 +129,18 @@ func run(quick, asJSON bool) error {
 			fmt.Fprintf(os.Stderr, format+"\n", a...)
 		}
 	}
+	tmp, err := os.MkdirTemp("", "wasmbox-compare")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	peers, missing := startPeers(tmp)
+	r.Skipped = append(r.Skipped, missing...)
+	defer func() {
+		for _, p := range peers {
+			p.stop()
+		}
+	}()
 
 	// W0
 	var lat []time.Duration
@@ -119,34 +155,119 @@ func run(quick, asJSON bool) error {
 	}
 	r.FreshRunP50MS, r.FreshRunP90MS = pct(lat, 50), pct(lat, 90)
 	logf("W0 fresh run p50 %.2f ms", r.FreshRunP50MS)
+	for _, p := range peers {
+		var ms []float64
+		n := 50                  // a new Monty is cheap
+		if p.name == "pyodide" { // seconds each
+			n = map[bool]int{true: 1, false: 3}[quick]
+		}
+		for range n {
+			v, err := p.ask(map[string]any{"op": "fresh"}, "ms")
+			if err != nil {
+				p.fail("fresh", err)
+				break
+			}
+			ms = append(ms, v)
+		}
+		p.row.FreshRun = summarise(ms)
+		p.row.FreshRunP50MS = p.row.FreshRun.Median
+	}
 
-	// W1, W2 in the guest, deadline on; W1 without the deadline rewrite.
-	if r.W1Seconds, err = guestTime(ctx, sb, bench.W1, reps); err != nil {
-		return err
+	// W1 and W2, deadline on, each rep interleaved: wasmbox, native, every peer. The ratios are those of each
+	// rep's own members.
+	py := findPython()
+	if py == "" {
+		r.Skipped = append(r.Skipped, "native python3: not found on PATH (or $WASMBOX_NATIVE_PYTHON)")
 	}
-	if r.W2Seconds, err = guestTime(ctx, sb, bench.W2, reps); err != nil {
-		return err
+	for _, w := range []struct {
+		name, code string
+		ours       *float64
+		native     **float64
+		ratio      **float64
+		spread     *spread
+	}{
+		{"W1", bench.W1, &r.W1Seconds, &r.W1NativeSeconds, &r.W1RatioVsNative, &r.W1RatioSpread},
+		{"W2", bench.W2, &r.W2Seconds, &r.W2NativeSeconds, &r.W2RatioVsNative, &r.W2RatioSpread},
+	} {
+		var ours, native, ratios []float64
+		peerS := map[*peer][]float64{}
+		peerR := map[*peer][]float64{}
+		for range reps {
+			x, err := guestTime(ctx, sb, w.code, 1)
+			if err != nil {
+				return err
+			}
+			ours = append(ours, x)
+			var y float64
+			if py != "" {
+				if y, err = nativeTime(py, w.code, 1); err != nil {
+					return fmt.Errorf("native %s: %w", w.name, err)
+				}
+				native, ratios = append(native, y), append(ratios, x/y)
+			}
+			for _, p := range peers {
+				v, err := p.ask(map[string]any{"op": "run", "code": w.code}, "s")
+				if err != nil {
+					if len(peerS[p]) == 0 && !slices.ContainsFunc(p.row.Errors, func(e string) bool { return strings.HasPrefix(e, w.name) }) {
+						p.fail(w.name, err)
+					}
+					continue
+				}
+				peerS[p] = append(peerS[p], v)
+				if y > 0 {
+					peerR[p] = append(peerR[p], v/y)
+				}
+			}
+		}
+		*w.ours = summarise(ours).Median
+		if len(native) > 0 {
+			n, s := summarise(native).Median, summarise(ratios)
+			*w.native, *w.ratio, *w.spread = &n, &s.Median, s
+		}
+		for _, p := range peers {
+			if len(peerS[p]) == 0 {
+				continue
+			}
+			s := summarise(peerR[p])
+			switch w.name {
+			case "W1":
+				p.row.W1Seconds, p.row.W1RatioSpread = summarise(peerS[p]).Median, s
+				if s.N > 0 {
+					p.row.W1RatioVsNativ = &s.Median
+				}
+			case "W2":
+				p.row.W2Seconds, p.row.W2RatioSpread = summarise(peerS[p]).Median, s
+				if s.N > 0 {
+					p.row.W2RatioVsNativ = &s.Median
+				}
+			}
+		}
+		logf("%s %.3f s, ratio to native %s", w.name, *w.ours, w.spread.format("×", 2))
 	}
+
+	// The deadline's cost: W1 on the instrumented and the uninstrumented interpreter, interleaved pairs.
 	if it, err := uninstrumented.Load(); err == nil {
-		plain, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it})
+		plain, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it, Timeout: benchTimeout})
 		if err != nil {
 			return err
 		}
-		w1plain, err := guestTime(ctx, plain, bench.W1, reps)
+		_, _, s, err := pairs(reps,
+			func() (float64, error) { return guestTime(ctx, sb, bench.W1, 1) },
+			func() (float64, error) { return guestTime(ctx, plain, bench.W1, 1) })
 		plain.Close(ctx)
 		if err != nil {
 			return err
 		}
-		r.DeadlineOverhead = r.W1Seconds / w1plain
+		r.DeadlineOverhead, r.DeadlineSpread = s.Median, s
 	} else {
 		r.Skipped = append(r.Skipped, "deadline overhead: "+err.Error())
 	}
-	logf("W1 %.3f s, W2 %.3f s, deadline overhead ×%.3f", r.W1Seconds, r.W2Seconds, r.DeadlineOverhead)
+	logf("deadline overhead %s", r.DeadlineSpread.format("×", 3))
 
 	// Every engine built in, side by side (wasmtime needs -tags wasmtime).
 	r.Engines = map[string]engineRow{}
 	for _, name := range wasmbox.Engines() {
-		row, err := engineNumbers(ctx, name, reps, w0n/2)
+		row, err := engineNumbers(ctx, name, max(reps/2, 3), w0n/2)
 		if err != nil {
 			r.Skipped = append(r.Skipped, "engine "+name+": "+err.Error())
 			continue
@@ -154,14 +275,14 @@ func run(quick, asJSON bool) error {
 		r.Engines[name] = row
 	}
 
-	// Native CPython.
-	if py := findPython(); py != "" {
+	// Native CPython's start, for scale.
+	if py != "" {
 		r.NativePython = py
 		if out, err := exec.Command(py, "-c", "import sys; print(sys.version.split()[0])").Output(); err == nil {
 			r.NativePython += " (" + strings.TrimSpace(string(out)) + ")"
 		}
 		var starts []time.Duration
-		for i := 0; i < max(reps*4, 10); i++ {
+		for i := 0; i < max(reps*2, 10); i++ {
 			t := time.Now()
 			if err := exec.Command(py, "-I", "-S", "-c", "print(1)").Run(); err != nil {
 				return err
@@ -170,42 +291,59 @@ func run(quick, asJSON bool) error {
 		}
 		p50 := pct(starts, 50)
 		r.NativePythonP50MS = &p50
-		n1, err1 := nativeTime(py, bench.W1, reps)
-		n2, err2 := nativeTime(py, bench.W2, reps)
-		if err1 == nil && err2 == nil {
-			r.W1NativeSeconds, r.W2NativeSeconds = &n1, &n2
-			a, b := r.W1Seconds/n1, r.W2Seconds/n2
-			r.W1RatioVsNative, r.W2RatioVsNative = &a, &b
-		} else {
-			r.Skipped = append(r.Skipped, fmt.Sprintf("native workloads: %v %v", err1, err2))
-		}
-	} else {
-		r.Skipped = append(r.Skipped, "native python3: not found on PATH")
 	}
 
-	// W3: the tool bridge.
-	if us, err := toolCallMicros(ctx, quick); err == nil {
-		r.ToolCallUS = &us
+	// W3: the tool bridge, rounds of n calls, each round followed by the peers' own host-function loop.
+	n := 10_000
+	if quick {
+		n = 3_000
+	}
+	if s, err := toolCallMicros(ctx, n, rounds, func() {
+		for _, p := range peers {
+			v, err := p.ask(map[string]any{"op": "tool", "n": n}, "us")
+			if err != nil {
+				if len(p.toolUS) == 0 && !slices.ContainsFunc(p.row.Errors, func(e string) bool { return strings.HasPrefix(e, "tool") }) {
+					p.fail("tool", err)
+				}
+				continue
+			}
+			p.toolUS = append(p.toolUS, v)
+		}
+	}); err == nil {
+		r.ToolCallUS, r.ToolCallSpread = &s.Median, s
 	} else {
 		r.Skipped = append(r.Skipped, "W3 tool calls: "+err.Error())
 	}
-
-	// W4: memory per live idle sandbox (PSS, so shared pages are divided among their users).
-	n := 20
-	if quick {
-		n = 8
+	for _, p := range peers {
+		p.row.ToolCall = summarise(p.toolUS)
+		if len(p.toolUS) > 0 {
+			p.row.ToolCallUS = &p.row.ToolCall.Median
+		}
+		r.Peers[p.name] = p.row
 	}
-	r.RSSPerSandboxMiB, err = pssPerSession(ctx, sb, n)
-	if err != nil {
+
+	// W4: PSS per live idle sandbox.
+	ns := 24
+	if quick {
+		ns = 12
+	}
+	if s, err := pssPerSession(ctx, sb, ns, rounds); err == nil {
+		r.RSSPerSandboxMiB, r.PSSSpread = s.Median, s
+	} else {
 		r.Skipped = append(r.Skipped, "W4: "+err.Error())
 	}
 
-	// W5: trivial runs per second on all cores.
-	dur := 3 * time.Second
+	// W5: trivial runs per second on all cores, counted over fixed windows.
+	dur := 2 * time.Second
 	if quick {
 		dur = time.Second
 	}
-	r.RunsPerSec = throughput(ctx, sb, dur)
+	var rps []float64
+	for range max(rounds-2, 2) {
+		rps = append(rps, throughput(ctx, sb, dur))
+	}
+	r.RunsPerSecSpread = summarise(rps)
+	r.RunsPerSec = r.RunsPerSecSpread.Median
 
 	// P2: a new process (the CLI) to its first result, with the cache warm and from a precompiled directory, with
 	// its parts (p2.go).
@@ -215,8 +353,13 @@ func run(quick, asJSON bool) error {
 		r.Skipped = append(r.Skipped, "P2 new process: "+err.Error())
 	}
 
-	for _, peer := range []string{"pyodide", "@pydantic/monty"} {
-		r.Skipped = append(r.Skipped, peer+": node package not installed (npm install "+peer+" to add the row)")
+	if cg {
+		c, err := callgrindW1(ctx, py)
+		if err != nil {
+			r.Skipped = append(r.Skipped, "callgrind: "+err.Error())
+		} else {
+			r.Callgrind = c
+		}
 	}
 	if asJSON {
 		enc := json.NewEncoder(os.Stdout)
@@ -254,17 +397,24 @@ func guestTime(ctx context.Context, sb *wasmbox.Sandbox, w string, reps int) (fl
 	return ts[len(ts)/2], nil
 }
 
-// findPython prefers $WASMBOX_NATIVE_PYTHON, then python3.13, then python3 (the version is reported).
+// findPython prefers $WASMBOX_NATIVE_PYTHON, then a working python3.13 on PATH, then one that pyenv installed
+// without selecting it, then python3 (the version is reported).
 func findPython() string {
 	if p := os.Getenv("WASMBOX_NATIVE_PYTHON"); p != "" {
 		return p
 	}
-	for _, n := range []string{"python3.13", "python3"} {
-		if p, err := exec.LookPath(n); err == nil {
-			if exec.Command(p, "-c", "pass").Run() == nil {
-				return p
-			}
+	works := func(p string) bool { return exec.Command(p, "-c", "pass").Run() == nil }
+	if p, err := exec.LookPath("python3.13"); err == nil && works(p) {
+		return p
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		m, _ := filepath.Glob(filepath.Join(home, ".pyenv/versions/3.13*/bin/python3.13"))
+		if len(m) > 0 && works(m[len(m)-1]) {
+			return m[len(m)-1]
 		}
+	}
+	if p, err := exec.LookPath("python3"); err == nil && works(p) {
+		return p
 	}
 	return ""
 }
@@ -286,66 +436,26 @@ func nativeTime(py, w string, reps int) (float64, error) {
 	return ts[len(ts)/2], nil
 }
 
-func pssPerSession(ctx context.Context, sb *wasmbox.Sandbox, n int) (float64, error) {
-	runtime.GC()
-	before, err := pss()
-	if err != nil {
-		return 0, err
-	}
-	var sessions []*wasmbox.Session
-	for range n {
-		se, err := sb.NewSession(ctx, nil)
-		if err != nil {
-			return 0, err
-		}
-		if _, err := se.Exec(ctx, "x = 1"); err != nil {
-			return 0, err
-		}
-		sessions = append(sessions, se)
-	}
-	runtime.GC()
-	after, err := pss()
-	for _, se := range sessions {
-		se.Close(ctx)
-	}
-	if err != nil {
-		return 0, err
-	}
-	return float64(after-before) / float64(n) / 1024, nil
-}
-
-// pss reads the process's proportional set size in KiB.
-func pss() (int64, error) {
-	b, err := os.ReadFile("/proc/self/smaps_rollup")
-	if err != nil {
-		return 0, fmt.Errorf("PSS needs Linux /proc/self/smaps_rollup: %w", err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "Pss:" {
-			return strconv.ParseInt(f[1], 10, 64)
-		}
-	}
-	return 0, fmt.Errorf("no Pss line")
-}
-
+// throughput counts the trivial runs that all cores complete in dur (runs started before the end and
+// finished after it are not counted) and returns them per second.
 func throughput(ctx context.Context, sb *wasmbox.Sandbox, dur time.Duration) float64 {
 	var n atomic.Int64
-	deadline := time.Now().Add(dur)
-	var wg sync.WaitGroup
 	start := time.Now()
+	deadline := start.Add(dur)
+	var wg sync.WaitGroup
 	for range runtime.NumCPU() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				if _, err := sb.Run(ctx, "print(1)"); err == nil {
+				if _, err := sb.Run(ctx, "print(1)"); err == nil && !time.Now().After(deadline) {
 					n.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	return float64(n.Load()) / time.Since(start).Seconds()
+	return float64(n.Load()) / dur.Seconds()
 }
 
 func f(p *float64, format string) string {
@@ -356,16 +466,22 @@ func f(p *float64, format string) string {
 }
 
 func printTable(r report) {
-	fmt.Printf("wasmbox bench/compare (%d cores, quick=%v; native: %s)\n\n", r.Cores, r.Quick, orDash(r.NativePython))
-	fmt.Printf("%-44s %-22s %-14s %s\n", "workload", "wasmbox (deadline on)", "native", "ratio / target")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "W0 fresh sandbox + print(1) p50 (p90)", fmt.Sprintf("%.2f ms (%.2f)", r.FreshRunP50MS, r.FreshRunP90MS), f(r.NativePythonP50MS, "%.2f ms"), "P1 ≤ 0.4 ms")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "new process → first result (CLI, p50)", f(r.NewProcessP50MS, "%.1f ms"), "", "P2 ≤ 150 ms")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "W1 pure-Python loop", fmt.Sprintf("%.3f s", r.W1Seconds), f(r.W1NativeSeconds, "%.3f s"), f(r.W1RatioVsNative, "×%.2f")+" (P3 ≤ 3×)")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "W2 json 20k dicts", fmt.Sprintf("%.3f s", r.W2Seconds), f(r.W2NativeSeconds, "%.3f s"), f(r.W2RatioVsNative, "×%.2f")+" (P3 ≤ 3×)")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "deadline cost on W1", fmt.Sprintf("×%.3f", r.DeadlineOverhead), "", "P4 ≤ ×1.10")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "W3 tool call through the Gate", f(r.ToolCallUS, "%.2f µs"), "", "P5 ≤ 2 µs")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "W4 PSS per live idle sandbox", fmt.Sprintf("%.2f MiB", r.RSSPerSandboxMiB), "", "P6 ≤ 2 MiB")
-	fmt.Printf("%-44s %-22s %-14s %s\n", "W5 trivial runs/s, all cores", fmt.Sprintf("%.0f", r.RunsPerSec), "", "P7 ≥ 1,500")
+	fmt.Printf("wasmbox bench/compare (%d cores, quick=%v; native: %s)\n", r.Cores, r.Quick, orDash(r.NativePython))
+	fmt.Printf("ratios: median of interleaved pairs (min–max, n pairs); wall-clock figures depend on the machine's load\n\n")
+	row := func(a, b, c, d string) { fmt.Printf("%-40s %-34s %-12s %s\n", a, b, c, d) }
+	row("workload", "wasmbox (deadline on)", "native", "ratio (min–max) / target")
+	row("W0 fresh sandbox + print(1) p50 (p90)", fmt.Sprintf("%.2f ms (%.2f)", r.FreshRunP50MS, r.FreshRunP90MS), f(r.NativePythonP50MS, "%.2f ms"), "P1 ≤ 0.4 ms")
+	row("new process → first result (CLI, p50)", f(r.NewProcessP50MS, "%.1f ms"), "", "P2 ≤ 150 ms")
+	row("W1 pure-Python loop", fmt.Sprintf("%.3f s", r.W1Seconds), f(r.W1NativeSeconds, "%.3f s"), r.W1RatioSpread.format("×", 2)+" P3 ≤ 3×")
+	row("W2 json 20k dicts", fmt.Sprintf("%.3f s", r.W2Seconds), f(r.W2NativeSeconds, "%.3f s"), r.W2RatioSpread.format("×", 2)+" P3 ≤ 3×")
+	row("deadline cost on W1", r.DeadlineSpread.format("×", 3), "", "P4 ≤ ×1.10")
+	row("W3 tool call through the Gate", r.ToolCallSpread.format(" µs", 2), "", "P5 ≤ 2 µs")
+	row("W4 PSS per live idle sandbox", r.PSSSpread.format(" MiB", 2), "", "P6 ≤ 2 MiB")
+	row("W5 trivial runs/s, all cores", r.RunsPerSecSpread.format("", 0), "", "P7 ≥ 1,500")
+	if c := r.Callgrind; c != nil {
+		row("W1 instructions per iteration", fmt.Sprintf("%.1f (no deadline %.1f)", c.WasmboxPerIter, c.PlainPerIter), fmt.Sprintf("%.1f", c.NativePerIter),
+			fmt.Sprintf("×%.3f of native; deadline ×%.3f (callgrind)", c.WasmboxPerIter/c.NativePerIter, c.WasmboxPerIter/c.PlainPerIter))
+	}
 	for _, name := range sortedKeys(r.Engines) {
 		e := r.Engines[name]
 		ratio := func(v float64, n *float64) string {
@@ -378,6 +494,18 @@ func printTable(r report) {
 			e.W1Seconds, ratio(e.W1Seconds, r.W1NativeSeconds), e.W2Seconds, ratio(e.W2Seconds, r.W2NativeSeconds))
 	}
 	printP2(r.P2)
+	for _, name := range slices.Sorted(maps.Keys(r.Peers)) {
+		p := r.Peers[name]
+		fmt.Printf("\npeer %s (%s %s, in node; timed around the call in node)\n", name, p.Package, p.Version)
+		row("  fresh instance + print(1) p50", p.FreshRun.format(" ms", 2), "", "")
+		row("  W1 pure-Python loop", fmt.Sprintf("%.3f s", p.W1Seconds), "", p.W1RatioSpread.format("×", 2))
+		row("  W2 json 20k dicts", fmt.Sprintf("%.3f s", p.W2Seconds), "", p.W2RatioSpread.format("×", 2))
+		row("  host function call", p.ToolCall.format(" µs", 2), "", "no gate, no audit")
+		for _, e := range p.Errors {
+			fmt.Println("  not measured:", e)
+		}
+	}
+	fmt.Println()
 	for _, s := range r.Skipped {
 		fmt.Println("skipped:", s)
 	}
@@ -397,7 +525,7 @@ type engineRow struct {
 }
 
 func engineNumbers(ctx context.Context, name string, reps, runs int) (engineRow, error) {
-	sb, err := wasmbox.New(ctx, wasmbox.Config{Engine: name})
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Engine: name, Timeout: benchTimeout})
 	if err != nil {
 		return engineRow{}, err
 	}

@@ -18,7 +18,7 @@ import (
 // P2 is a new process's first result with the cache warm, and from a precompiled directory. Each round runs, one
 // after the other, the CLI (`wasmbox run -c 'print(1)'`) and this binary as a child that times the parts of the
 // same start (New + the first Run), both with the warm cache and with the precompiled directory; the report gives
-// the median of the rounds and their spread (min–max). The parts are also given as process CPU time (user +
+// the median of the rounds and their msSpread (min–max). The parts are also given as process CPU time (user +
 // system, all threads), which a loaded machine inflates less than wall time.
 
 // p2ChildFlag makes this binary the P2 child: one New + Run(print(1)) with the start phases timed, printed as
@@ -43,32 +43,32 @@ func p2Child() {
 	_ = json.NewEncoder(os.Stdout).Encode(starttrace.Take())
 }
 
-// spread is the median and range of one measure over the rounds, in ms.
-type spread struct {
+// msSpread is the median and range of one measure over the rounds, in ms.
+type msSpread struct {
 	MedianMS float64 `json:"median_ms"`
 	MinMS    float64 `json:"min_ms"`
 	MaxMS    float64 `json:"max_ms"`
 }
 
-func spreadOf(v []float64) spread {
+func msSpreadOf(v []float64) msSpread {
 	s := slices.Clone(v)
 	slices.Sort(s)
 	if len(s) == 0 {
-		return spread{}
+		return msSpread{}
 	}
-	return spread{MedianMS: s[len(s)/2], MinMS: s[0], MaxMS: s[len(s)-1]}
+	return msSpread{MedianMS: s[len(s)/2], MinMS: s[0], MaxMS: s[len(s)-1]}
 }
 
 type p2Part struct {
-	Name string `json:"name"`
-	Wall spread `json:"wall"`
-	CPU  spread `json:"cpu"`
+	Name string   `json:"name"`
+	Wall msSpread `json:"wall"`
+	CPU  msSpread `json:"cpu"`
 }
 
 type p2Report struct {
 	Rounds            int      `json:"rounds"`
-	CLIWarmCache      spread   `json:"cli_warm_cache"`
-	CLIPrecompiled    spread   `json:"cli_precompiled"`
+	CLIWarmCache      msSpread `json:"cli_warm_cache"`
+	CLIPrecompiled    msSpread `json:"cli_precompiled"`
 	PartsWarmCache    []p2Part `json:"parts_warm_cache"`
 	PartsPrecompiled  []p2Part `json:"parts_precompiled"`
 	PrecompiledBytes  int64    `json:"precompiled_dir_bytes"`
@@ -155,7 +155,7 @@ func measureP2(ctx context.Context, rounds int) (*p2Report, error) {
 		warm, fromPre = append(warm, a), append(fromPre, b)
 		warmParts, preParts = append(warmParts, c), append(preParts, d)
 	}
-	r.CLIWarmCache, r.CLIPrecompiled = spreadOf(warm), spreadOf(fromPre)
+	r.CLIWarmCache, r.CLIPrecompiled = msSpreadOf(warm), msSpreadOf(fromPre)
 	r.PartsWarmCache, r.PartsPrecompiled = partsOf(warmParts), partsOf(preParts)
 	return r, nil
 }
@@ -189,7 +189,7 @@ func partsOf(runs [][]starttrace.Phase) []p2Part {
 		if n == "" {
 			n = "total (New + first Run)"
 		}
-		out = append(out, p2Part{Name: n, Wall: spreadOf(ws), CPU: spreadOf(cs)})
+		out = append(out, p2Part{Name: n, Wall: msSpreadOf(ws), CPU: msSpreadOf(cs)})
 	}
 	return out
 }
@@ -198,7 +198,7 @@ func printP2(r *p2Report) {
 	if r == nil {
 		return
 	}
-	ms := func(s spread) string { return fmt.Sprintf("%.1f ms (%.1f–%.1f)", s.MedianMS, s.MinMS, s.MaxMS) }
+	ms := func(s msSpread) string { return fmt.Sprintf("%.1f ms (%.1f–%.1f)", s.MedianMS, s.MinMS, s.MaxMS) }
 	fmt.Printf("\nP2 new process → first result, median (min–max) of %d interleaved rounds\n", r.Rounds)
 	fmt.Printf("  CLI, warm cache            %s\n", ms(r.CLIWarmCache))
 	fmt.Printf("  CLI, precompiled directory %s  (directory %.0f MB, made in %.0f s)\n", ms(r.CLIPrecompiled), float64(r.PrecompiledBytes)/1e6, r.PrecompileSeconds)

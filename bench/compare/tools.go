@@ -7,16 +7,26 @@ import (
 	"github.com/wasmbox/wasmbox/governance"
 )
 
-// toolCallMicros measures W3: 10,000 calls from Python through an allow-all Gate with an in-memory audit.
-func toolCallMicros(ctx context.Context, quick bool) (float64, error) {
-	n := 10_000
-	if quick {
-		n = 3_000
-	}
+// toolCallMicros measures W3: rounds of n calls from Python through an allow-all Gate with an in-memory audit,
+// each round's time per call one entry of the spread; between runs after each round (the peers' own loops, so
+// that both see the same machine load).
+func toolCallMicros(ctx context.Context, n, rounds int, between func()) (spread, error) {
 	sb, err := bench.ToolSandbox(ctx, &governance.MemoryAuditor{Limit: 1000}, int64(n)+1)
 	if err != nil {
-		return 0, err
+		return spread{}, err
 	}
 	defer sb.Close(ctx)
-	return bench.ToolCallMicros(ctx, sb, n)
+	if _, err := bench.ToolCallMicros(ctx, sb, 100); err != nil { // warm
+		return spread{}, err
+	}
+	var us []float64
+	for range rounds {
+		v, err := bench.ToolCallMicros(ctx, sb, n)
+		if err != nil {
+			return spread{}, err
+		}
+		us = append(us, v)
+		between()
+	}
+	return summarise(us), nil
 }

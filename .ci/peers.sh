@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs the peer sandboxes that bench/compare measures beside wasmbox (pinned npm packages, into a cache
+# directory outside the repository), then runs bench/compare briefly and checks that the peer rows have figures.
+# Needs node and npm. WASMBOX_PEERS_DIR overrides the directory (bench/compare reads the same variable).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PYODIDE_VERSION=314.0.8
+MONTY_VERSION=0.0.18
+dir=${WASMBOX_PEERS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/wasmbox-peers}
+mkdir -p "$dir"
+want="pyodide@$PYODIDE_VERSION @pydantic/monty@$MONTY_VERSION"
+if [ "$(cat "$dir/.installed" 2>/dev/null || true)" != "$want" ]; then
+  [ -f "$dir/package.json" ] || echo '{"private": true}' > "$dir/package.json"
+  (cd "$dir" && npm install --no-audit --no-fund --save-exact $want)
+  echo "$want" > "$dir/.installed"
+fi
+export WASMBOX_PEERS_DIR=$dir
+out=$(go run ./bench/compare -quick -json)
+echo "$out"
+# Every peer row must have its figures: a missing package or a failed workload is a CI failure, not a blank.
+node -e '
+const r = JSON.parse(require("fs").readFileSync(0, "utf8"));
+let bad = [];
+for (const p of ["pyodide", "monty"]) {
+  const row = r.peers && r.peers[p];
+  if (!row) { bad.push(p + ": no row"); continue; }
+  for (const k of ["fresh_run_p50_ms", "w1_seconds", "w2_seconds", "tool_call_us"]) if (!(row[k] > 0)) bad.push(p + ": no " + k);
+  if (row.errors) bad.push(p + ": " + row.errors.join("; "));
+}
+if (bad.length) { console.error("peers:", bad.join("\n")); process.exit(1); }
+console.log("peers: pyodide and monty measured");
+' <<<"$out"

@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/wasmbox/wasmbox/assets/uninstrumented"
+	"github.com/wasmbox/wasmbox/bench"
+	"github.com/wasmbox/wasmbox/wasmbox"
+)
+
+// callgrindReport holds W1's instructions per loop iteration, counted by valgrind's callgrind: deterministic,
+// so that a change of a few percent shows even on a loaded machine. Each figure is (I(2n) − I(n)) / n, where
+// I(k) counts every instruction of a whole process running the loop k times: start-up, compilation and
+// snapshot work cancel out.
+type callgrindReport struct {
+	Iterations     int     `json:"iterations"`
+	NativePerIter  float64 `json:"native_instructions_per_iteration"`
+	WasmboxPerIter float64 `json:"wasmbox_instructions_per_iteration"`
+	PlainPerIter   float64 `json:"wasmbox_no_deadline_instructions_per_iteration"`
+}
+
+var collectedRE = regexp.MustCompile(`Collected : (\d+)`)
+
+func callgrindCount(ctx context.Context, args ...string) (int64, error) {
+	cmd := exec.CommandContext(ctx, "valgrind", append([]string{"--tool=callgrind", "--callgrind-out-file=/dev/null"}, args...)...)
+	// valgrind 3.19 does not decode RDTSCP, which the Go runtime uses when the CPU has it.
+	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return 0, fmt.Errorf("valgrind %v: %w: %s", args, err, tail(out))
+	}
+	m := collectedRE.FindSubmatch(out)
+	if m == nil {
+		return 0, fmt.Errorf("valgrind %v: no instruction count in its output: %s", args, tail(out))
+	}
+	return strconv.ParseInt(string(m[1]), 10, 64)
+}
+
+func tail(b []byte) string {
+	if len(b) > 400 {
+		b = b[len(b)-400:]
+	}
+	return string(b)
+}
+
+func callgrindW1(ctx context.Context, py string) (*callgrindReport, error) {
+	if _, err := exec.LookPath("valgrind"); err != nil {
+		return nil, fmt.Errorf("valgrind not found on PATH: %w", err)
+	}
+	if py == "" {
+		return nil, fmt.Errorf("no native python3 to compare with")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return nil, err
+	}
+	const n = 200_000
+	// Counting only inside Sandbox.RunProgram (--toggle-collect) loses the guest: wazero's compiled code runs
+	// on its own stack, which callgrind's call tracking does not follow. So whole processes are counted, and
+	// their fixed costs (loading the compiled module, making the snapshot) cancel in the difference.
+	var inRun []string
+	perIter := func(args func(k int) []string) (float64, error) {
+		a, err := callgrindCount(ctx, args(n)...)
+		if err != nil {
+			return 0, err
+		}
+		b, err := callgrindCount(ctx, args(2*n)...)
+		if err != nil {
+			return 0, err
+		}
+		return float64(b-a) / n, nil
+	}
+	// The real interpreter, not a launcher script (valgrind counts only the process it starts).
+	out, err := exec.CommandContext(ctx, py, "-c", "import sys; print(sys.executable)").Output()
+	if err != nil {
+		return nil, err
+	}
+	exe := strings.TrimSpace(string(out))
+	c := &callgrindReport{Iterations: n}
+	if c.NativePerIter, err = perIter(func(k int) []string { return []string{exe, "-I", "-S", "-c", bench.W1Loop(k)} }); err != nil {
+		return nil, err
+	}
+	if c.WasmboxPerIter, err = perIter(func(k int) []string { return append(inRun, self, "-guest-loop", strconv.Itoa(k)) }); err != nil {
+		return nil, err
+	}
+	if c.PlainPerIter, err = perIter(func(k int) []string { return append(inRun, self, "-guest-loop", strconv.Itoa(k), "-plain") }); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// guestLoopOnce runs W1 with n iterations in one fresh sandbox (what callgrindW1 counts).
+func guestLoopOnce(n int, plain bool) error {
+	ctx := context.Background()
+	// Under valgrind the guest runs tens of times slower than usual: the default timeout would end it.
+	cfg := wasmbox.Config{Timeout: time.Hour}
+	if plain {
+		it, err := uninstrumented.Load()
+		if err != nil {
+			return err
+		}
+		cfg.Interpreter = it
+	}
+	sb, err := wasmbox.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.Close(ctx)
+	res, err := sb.Run(ctx, bench.W1Loop(n))
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 {
+		return fmt.Errorf("W1 exited %d: %s", res.ExitCode, res.Stderr)
+	}
+	return nil
+}

@@ -1,0 +1,51 @@
+package hostfuncs_test
+
+import (
+	"context"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+)
+
+// BenchmarkBridgeCall is the host's share of one tool call (the guest's encoding and the crossing into the
+// host are not in it): the bridge, an allow-all gate with an in-memory audit, validation and the tool, for a
+// tool given as a schema (like bench's echo) and for a typed Go tool.
+func BenchmarkBridgeCall(b *testing.B) {
+	type echoIn struct {
+		X int `json:"x"`
+	}
+	reg := hostfuncs.NewRegistry().MustRegister(
+		hostfuncs.Tool{
+			Name:       "echo",
+			Effect:     governance.ReadOnly,
+			Parameters: json.RawMessage(`{"type":"object","properties":{"x":{"type":"integer"}},"required":["x"]}`),
+			Handler:    func(_ context.Context, a json.RawMessage) (json.RawMessage, error) { return a, nil },
+		},
+		hostfuncs.Func("typed", "", func(_ context.Context, in echoIn) (int, error) { return in.X, nil }),
+	)
+	for _, tool := range []string{"echo", "typed"} {
+		b.Run(tool, func(b *testing.B) {
+			gate, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: &governance.MemoryAuditor{Limit: 1000},
+				Limits: governance.Limits{MaxToolCalls: 1 << 40}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			br := hostfuncs.NewBridge(reg, gate.NewRun(""), governance.SourcePython)
+			args := make([]json.RawMessage, 100)
+			for i := range args {
+				args[i] = json.RawMessage(`{"x":` + strconv.Itoa(i) + `}`)
+			}
+			ctx := context.Background()
+			i := 0
+			for b.Loop() {
+				if resp, isErr := br.Call(ctx, tool, args[i%len(args)]); isErr {
+					b.Fatalf("call failed: %s", resp)
+				}
+				i++
+			}
+		})
+	}
+}
