@@ -45,7 +45,7 @@ if [ -z "$native" ] && [ "$set_" != ci ]; then
 fi
 
 out="$cache/out/$set_"
-rm -rf "$out"
+rm -rf "$out"; mkdir -p "$cache/out"
 log "running set '$set_'${native:+ (native: $native)}"
 rc=0
 (cd "$repo/conformance" && WASMBOX_CONFORMANCE_LIB="$src/Lib" WASMBOX_CONFORMANCE_NATIVE="$native" \
