@@ -138,9 +138,9 @@ func (l *limitedFS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys
 
 // ReadOnly returns a read-only view of fsys, as a read-only Linux mount
 // behaves, whatever fsys itself allows: an open asking for write access,
-// O_CREAT, O_EXCL, O_TRUNC or O_APPEND fails with EROFS before fsys sees it;
-// so do Mkdir, Rename, Rmdir, Unlink, Chmod, Utimens, Link and Symlink. On
-// its handles Write, Pwrite and Truncate fail with EBADF (EISDIR for a
+// O_CREAT, O_EXCL, O_TRUNC or O_APPEND fails before fsys sees it (EROFS, or
+// the errno Linux gives first: see refuseWrite); Mkdir, Rename, Rmdir,
+// Unlink, Chmod, Utimens, Link and Symlink fail with EROFS. On its handles Write, Pwrite and Truncate fail with EBADF (EISDIR for a
 // directory), as for any read-only descriptor, and Utimens and enabling
 // append with EROFS. Reads, Stat and Readlink go to fsys unchanged, so the
 // view shows changes the host makes to fsys. Opens count against lim unless
