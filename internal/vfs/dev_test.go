@@ -108,6 +108,9 @@ func TestNonblockOnEveryHandle(t *testing.T) {
 		if errno := h.SetAppend(false); errno != 0 {
 			t.Errorf("%s: SetAppend(false): %v", name, errno)
 		}
-		h.Close()
+		errnoOK(t, name+" close", h.Close())
+	}
+	if n := lim.Open(); n != 0 {
+		t.Errorf("%d handles still counted after every close", n)
 	}
 }

@@ -118,6 +118,18 @@ func (f *limitedFile) Poll(flag sys.Pflag, timeoutMillis int32) (bool, sys.Errno
 	return true, 0
 }
 
+// Close implements sys.File. Only the first Close releases the slot.
+func (f *limitedFile) Close() sys.Errno {
+	if f.closed {
+		return 0
+	}
+	f.closed = true
+	if f.lim != nil {
+		f.lim.release()
+	}
+	return f.File.Close()
+}
+
 // Limited returns fsys with its opens counted by lim (which must not be
 // nil); nothing else changes.
 func Limited(fsys sys.FS, lim *OpenLimit) sys.FS { return &limitedFS{FS: fsys, lim: lim} }
