@@ -44,8 +44,8 @@ if [ -z "$native" ] && [ "$set_" != ci ]; then
   fi
 fi
 
-out="$cache/out/$set_"
-rm -rf "$out"; mkdir -p "$cache/out"
+out=${WASMBOX_CONFORMANCE_OUTDIR:-$cache/out/$set_}
+rm -rf "$out"; mkdir -p "$(dirname "$out")"
 log "running set '$set_'${native:+ (native: $native)}"
 rc=0
 (cd "$repo/conformance" && WASMBOX_CONFORMANCE_LIB="$src/Lib" WASMBOX_CONFORMANCE_NATIVE="$native" \
