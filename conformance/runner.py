@@ -51,7 +51,10 @@ def main(argv):
     try:
         mod = importlib.import_module("test." + modname)
     except unittest.SkipTest as e:
-        emit({"module": modname, "status": "module-skip", "msg": first_line(e)})
+        # test.support.import_helper.import_module turns a missing module into SkipTest("No module named 'x'").
+        missing = str(e).partition("No module named ")[2].strip("'\"")
+        status = "needs-test-module" if missing in TEST_ONLY_MODULES else "module-skip"
+        emit({"module": modname, "status": status, "msg": first_line(e)})
         emit({"done": True, "seconds": round(time.monotonic() - t0, 2)})
         return
     except ModuleNotFoundError as e:
