@@ -45,6 +45,7 @@ type moduleResult struct {
 	Tests     map[string]outcome
 	Seconds   float64
 	Done      bool
+	Version   string // the interpreter's version, from the runner's last line
 }
 
 func (m *moduleResult) counts() (tests, pass, skip, fail int) {
@@ -69,16 +70,16 @@ func parseResults(module string, data []byte) moduleResult {
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
 		var line struct {
-			ID, Module, Status, Msg string
-			Done                    bool
-			Seconds                 float64
+			ID, Module, Status, Msg, Version string
+			Done                             bool
+			Seconds                          float64
 		}
 		if json.Unmarshal(sc.Bytes(), &line) != nil {
 			continue
 		}
 		switch {
 		case line.Done:
-			r.Done, r.Seconds = true, line.Seconds
+			r.Done, r.Seconds, r.Version = true, line.Seconds, line.Version
 		case line.Module != "":
 			r.ModStatus, r.ModMsg = line.Status, line.Msg
 		case line.ID != "":
@@ -300,7 +301,7 @@ func table(mods []module, sandbox, native map[string]*moduleResult) string {
 					only++
 				}
 			}
-			if s.ModStatus != "" && s.ModStatus != "module-skip" && n.ModStatus == "" {
+			if (s.ModStatus == "import-error" || s.ModStatus == "timeout" || s.ModStatus == "crash") && n.ModStatus == "" {
 				only += len(n.Tests) // the whole module fails in the sandbox only
 			}
 		}
@@ -325,6 +326,25 @@ func table(mods []module, sandbox, native map[string]*moduleResult) string {
 	}
 	fmt.Fprintf(&b, "| **total** (%d modules) | %d | %d | %d | %d | %d | %d | %d | %d | %d | %.0f | %.0f |\n",
 		len(mods), tot[0], tot[1], tot[2], tot[3], tot[4], tot[5], tot[6], tot[7], tot[8], totS, totN)
+	versions := func(rs map[string]*moduleResult) string {
+		seen := map[string]bool{}
+		for _, r := range rs {
+			if r.Version != "" {
+				seen[r.Version] = true
+			}
+		}
+		var v []string
+		for k := range seen {
+			v = append(v, k)
+		}
+		sort.Strings(v)
+		if len(v) == 0 {
+			return "–"
+		}
+		return strings.Join(v, ", ")
+	}
+	fmt.Fprintf(&b, "\nsandbox: CPython %s (wasmbox); native: CPython %s. \"sandbox-only fail\" counts tests that fail in the sandbox and pass natively, and the native tests of a module that cannot be imported in the sandbox.\n",
+		versions(sandbox), versions(native))
 	return b.String()
 }
 

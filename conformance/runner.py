@@ -6,7 +6,7 @@ The same file runs natively and inside the sandbox. It writes one JSON object pe
 test ends, so a run stopped by its deadline still leaves what it finished:
   {"id": TEST_ID, "status": "pass"|"skip"|"fail", "msg": ...}
   {"module": MODULE, "status": "needs-test-module"|"import-error"|"module-skip", "msg": ...}  (module not run)
-  {"done": true, "seconds": S}                                                               (last line)
+  {"done": true, "seconds": S, "version": V}                                                 (last line)
 Resources stay off as in regrtest without -u (no network, largefile, cpu, ...).
 """
 import json
@@ -55,16 +55,16 @@ def main(argv):
         missing = str(e).partition("No module named ")[2].strip("'\"")
         status = "needs-test-module" if missing in TEST_ONLY_MODULES else "module-skip"
         emit({"module": modname, "status": status, "msg": first_line(e)})
-        emit({"done": True, "seconds": round(time.monotonic() - t0, 2)})
+        emit({"done": True, "seconds": round(time.monotonic() - t0, 2), "version": sys.version.split()[0]})
         return
     except ModuleNotFoundError as e:
         status = "needs-test-module" if e.name in TEST_ONLY_MODULES else "import-error"
         emit({"module": modname, "status": status, "msg": first_line("%s: %s" % (type(e).__name__, e))})
-        emit({"done": True, "seconds": round(time.monotonic() - t0, 2)})
+        emit({"done": True, "seconds": round(time.monotonic() - t0, 2), "version": sys.version.split()[0]})
         return
     except BaseException as e:  # noqa: BLE001 - any failure to import is the module's outcome
         emit({"module": modname, "status": "import-error", "msg": first_line("%s: %s" % (type(e).__name__, e))})
-        emit({"done": True, "seconds": round(time.monotonic() - t0, 2)})
+        emit({"done": True, "seconds": round(time.monotonic() - t0, 2), "version": sys.version.split()[0]})
         return
 
     suite = unittest.defaultTestLoader.loadTestsFromModule(mod)
@@ -128,7 +128,7 @@ def main(argv):
     suite.run(result)
     for tid in list(result.cur):
         result._flush(tid)
-    emit({"done": True, "seconds": round(time.monotonic() - t0, 2)})
+    emit({"done": True, "seconds": round(time.monotonic() - t0, 2), "version": sys.version.split()[0]})
 
 
 if __name__ == "__main__":
