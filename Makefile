@@ -2,7 +2,7 @@
 # (pyruntime/build.sh installs it with apt-get) and about 10 minutes on 2 cores.
 GO ?= go
 
-.PHONY: test test-race interpreter interpreter-plain verify-interpreter bench compare
+.PHONY: test test-race interpreter interpreter-plain verify-interpreter bench compare conformance conformance-update conformance-ci
 
 test:
 	$(GO) test ./...
@@ -27,3 +27,15 @@ bench:
 
 compare:
 	$(GO) run ./bench/compare
+
+# CPython 3.13.5's own Lib/test modules (conformance/modules.txt) in the sandbox and natively: prints the
+# per-module table and fails on any difference from conformance/expectations.txt. conformance-update rewrites the
+# expectations from a full run (after an interpreter rebuild: run it, then review the diff).
+conformance:
+	conformance/run.sh full
+
+conformance-update:
+	conformance/run.sh full --update
+
+conformance-ci:
+	conformance/run.sh ci

@@ -108,7 +108,7 @@ func tail(s string) string {
 	return s
 }
 
-// only the stdlib, zoneinfo, /packages, /workspace and /tmp exist; the stdlib is read-only.
+// only the stdlib, zoneinfo, /packages, /workspace, /tmp and /dev (null alone) exist; the stdlib is read-only.
 func TestG1FileSystemView(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	res := run(t, sb, `import os
@@ -118,7 +118,7 @@ try:
 except OSError as e:
     print(type(e).__name__)`)
 	// WASI preview 1 has no permission bits, so os.access cannot tell; the write itself must fail.
-	if want := "['packages', 'tmp', 'usr', 'workspace'] /workspace\nOSError\n"; res.Stdout != want {
+	if want := "['dev', 'packages', 'tmp', 'usr', 'workspace'] /workspace\nOSError\n"; res.Stdout != want {
 		t.Errorf("stdout %q, want %q", res.Stdout, want)
 	}
 }

@@ -327,6 +327,7 @@ func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, packages *vfs.
 			{GuestPath: guestPackages, SysFS: packages, ReadOnly: true},
 			{GuestPath: guestWorkspace, SysFS: ws.fs},
 			{GuestPath: guestTmp, SysFS: g.tmp},
+			{GuestPath: guestDev, SysFS: vfs.Dev()}, // /dev/null; keeps no state
 		},
 		Walltime:  now.walltime,
 		Nanotime:  now.nanotime,

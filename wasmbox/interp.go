@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,7 +33,11 @@ const (
 	guestPackages  = "/packages"
 	guestWorkspace = "/workspace"
 	guestTmp       = "/tmp"
+	guestDev       = "/dev"
 )
+
+// guestLayout is the mount layout in order, part of every saved snapshot's key (the preopens live in guest memory).
+var guestLayout = strings.Join([]string{guestRoot, guestStdlib, guestZoneinfo, guestPackages, guestWorkspace, guestTmp, guestDev}, "\n")
 
 // interp is the compiled interpreter shared by every Sandbox of a process that uses the same artifact and cache.
 type interp struct {
@@ -251,7 +256,7 @@ func zipFS(b []byte) (fs.FS, error) {
 var rootFS = func() fs.FS {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for _, d := range []string{"packages/", "tmp/", "usr/local/lib/python3.13/", "usr/share/zoneinfo/", "workspace/"} {
+	for _, d := range []string{"dev/", "packages/", "tmp/", "usr/local/lib/python3.13/", "usr/share/zoneinfo/", "workspace/"} {
 		_, _ = zw.Create(d)
 	}
 	_ = zw.Close()

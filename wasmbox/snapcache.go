@@ -21,7 +21,7 @@ import (
 // Snapshots are saved under <CacheDir>/snapshots so that a new process starts without initialising an
 // interpreter: <key>.img is the raw memory, <key>.sp the stack pointer. The key covers everything that shapes the
 // initialised memory: the interpreter's code (the bytes that run, not only the SHA-256 it declares), its stdlib
-// and time-zone data, the engine, the host's ABI version, the prepare source (run driver, tools module,
+// and time-zone data, the engine, the host's ABI version, the mount layout, the prepare source (run driver, tools module,
 // preloads), the randomness and clock of a deterministic sandbox, and the installed packages (every path, mode
 // and content). A key that cannot be computed means no saved snapshot is read or written. The files are trusted
 // like the compilation cache next to them, which holds native code: keep CacheDir private to the user.
@@ -42,6 +42,7 @@ func (s *Sandbox) snapshotKey(prep string) string {
 	field([]byte(arts))
 	field([]byte(s.it.engine))
 	field([]byte(strconv.Itoa(int(hostfuncs.ABIVersion))))
+	field([]byte(guestLayout))
 	field([]byte(prep))
 	starttrace.Mark("snapshot: key (hash artifacts)")
 	if s.cfg.Deterministic {

@@ -41,12 +41,19 @@
 //     EINVAL).
 //   - Read-only mounts: ReadOnly wraps any sys.FS (this one, or an adapted
 //     fs.FS) so that every open asking for write access, O_CREAT, O_EXCL,
-//     O_TRUNC or O_APPEND, and every mutating operation, fails with EROFS
-//     before the FS below sees it, as a read-only Linux mount does; Freeze
+//     O_TRUNC or O_APPEND, and every mutating operation, fails before the FS
+//     below sees it, as a read-only Linux mount does: EROFS, or EISDIR,
+//     EEXIST, ENOENT or ENOTDIR where Linux answers those first; Freeze
 //     makes an FS itself immutable for guest and host alike (a layer many
 //     guests share). OpenLimit bounds the handles one guest holds across all
 //     the mounts it wraps (ReadOnly, Limited), since neither wazero nor a
 //     frozen FS counts them.
+//   - Dev is the guest's /dev: only "null", which reads empty and drops
+//     every write, with no state at all.
+//   - O_NONBLOCK (fcntl, os.set_blocking) is recorded and reported on every
+//     handle, of this FS and of the ReadOnly and Limited wrappers, and has
+//     no effect, as on Linux for regular files: both engines answer ENOSYS
+//     for a handle that is not a sys.PollableFile.
 //   - Each FS has its own mutex and shares nothing with other FS values:
 //     give every Run a fresh FS (or a Clone of a seeded one).
 //     The only thing a Clone shares with its original is the clock function

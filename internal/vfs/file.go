@@ -22,6 +22,7 @@ type file struct {
 	writable bool
 	append   bool
 	closed   bool
+	nonblock bool // O_NONBLOCK as set by fcntl: recorded and reported, no effect (nothing here ever blocks)
 	counted  bool // charged to n.opens and fs.openHandles (not on a frozen FS)
 	off      int64
 
@@ -33,7 +34,7 @@ type file struct {
 	dirStarted bool
 }
 
-var _ sys.File = (*file)(nil)
+var _ sys.PollableFile = (*file)(nil)
 
 // lock takes the FS lock and reports whether the handle is usable.
 func (h *file) lock() sys.Errno {
@@ -76,6 +77,33 @@ func (h *file) SetAppend(enable bool) sys.Errno {
 	}
 	h.append = enable
 	return 0
+}
+
+// IsNonblock implements sys.PollableFile.
+func (h *file) IsNonblock() bool {
+	h.fs.mu.Lock()
+	defer h.fs.mu.Unlock()
+	return h.nonblock
+}
+
+// SetNonblock implements sys.PollableFile. As on Linux, O_NONBLOCK on a regular file or a directory is recorded
+// (fcntl reports it back) and changes nothing: reads and writes of memory never block.
+func (h *file) SetNonblock(enable bool) sys.Errno {
+	defer h.unlock()
+	if errno := h.lock(); errno != 0 {
+		return errno
+	}
+	h.nonblock = enable
+	return 0
+}
+
+// Poll implements sys.Pollable: a regular file is always ready, as poll(2) reports on Linux.
+func (h *file) Poll(sys.Pflag, int32) (bool, sys.Errno) {
+	defer h.unlock()
+	if errno := h.lock(); errno != 0 {
+		return false, errno
+	}
+	return true, 0
 }
 
 // Stat implements sys.File.

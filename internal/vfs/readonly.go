@@ -2,6 +2,8 @@ package vfs
 
 import (
 	"io/fs"
+	"path"
+	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero/experimental/sys"
@@ -81,8 +83,39 @@ func (l *OpenLimit) openFile(fsys sys.FS, path string, flag sys.Oflag, perm fs.F
 // limitedFile is a handle counted by an OpenLimit.
 type limitedFile struct {
 	sys.File
-	lim    *OpenLimit
-	closed bool // guarded by the guest's single use of a handle; Close is idempotent
+	lim      *OpenLimit
+	closed   bool // guarded by the guest's single use of a handle; Close is idempotent
+	nonblock bool // O_NONBLOCK for a file below that does not keep it itself
+}
+
+// Both engines' fd_fdstat_set_flags answer ENOSYS to O_NONBLOCK on a handle that is not a sys.PollableFile, where
+// Linux accepts it on any file (os.set_blocking). A wrapped handle is one whatever lies below.
+var _ sys.PollableFile = (*limitedFile)(nil)
+
+// IsNonblock implements sys.PollableFile.
+func (f *limitedFile) IsNonblock() bool { return f.nonblock }
+
+// SetNonblock implements sys.PollableFile: it tells the file below when that one keeps the flag, and otherwise
+// (wazero's adapted fs.FS files answer ENOSYS) only records it, with no effect, as Linux does for regular files
+// and directories (reading them never blocks).
+func (f *limitedFile) SetNonblock(enable bool) sys.Errno {
+	if pf, ok := f.File.(sys.PollableFile); ok {
+		if errno := pf.SetNonblock(enable); errno != 0 && errno != sys.ENOSYS {
+			return errno
+		}
+	}
+	f.nonblock = enable
+	return 0
+}
+
+// Poll implements sys.Pollable: the file below's, or else ready (regular files and directories always are).
+func (f *limitedFile) Poll(flag sys.Pflag, timeoutMillis int32) (bool, sys.Errno) {
+	if pf, ok := f.File.(sys.PollableFile); ok {
+		if ready, errno := pf.Poll(flag, timeoutMillis); errno != sys.ENOSYS {
+			return ready, errno
+		}
+	}
+	return true, 0
 }
 
 // Close implements sys.File. Only the first Close releases the slot.
@@ -117,9 +150,9 @@ func (l *limitedFS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys
 
 // ReadOnly returns a read-only view of fsys, as a read-only Linux mount
 // behaves, whatever fsys itself allows: an open asking for write access,
-// O_CREAT, O_EXCL, O_TRUNC or O_APPEND fails with EROFS before fsys sees it;
-// so do Mkdir, Rename, Rmdir, Unlink, Chmod, Utimens, Link and Symlink. On
-// its handles Write, Pwrite and Truncate fail with EBADF (EISDIR for a
+// O_CREAT, O_EXCL, O_TRUNC or O_APPEND fails before fsys sees it (EROFS, or
+// the errno Linux gives first: see refuseWrite); Mkdir, Rename, Rmdir,
+// Unlink, Chmod, Utimens, Link and Symlink fail with EROFS. On its handles Write, Pwrite and Truncate fail with EBADF (EISDIR for a
 // directory), as for any read-only descriptor, and Utimens and enabling
 // append with EROFS. Reads, Stat and Readlink go to fsys unchanged, so the
 // view shows changes the host makes to fsys. Opens count against lim unless
@@ -140,16 +173,51 @@ var _ sys.FS = (*roFS)(nil)
 // writeFlags are the open flags a read-only mount refuses.
 const writeFlags = sys.O_WRONLY | sys.O_RDWR | sys.O_CREAT | sys.O_EXCL | sys.O_TRUNC | sys.O_APPEND
 
-// OpenFile implements sys.FS.
+// OpenFile implements sys.FS. An open with a write flag never reaches the FS below; it fails with the errno
+// Linux gives on a read-only mount, so programs that catch IsADirectoryError, FileExistsError or
+// FileNotFoundError see what they expect: see refuseWrite.
 func (r *roFS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, sys.Errno) {
 	if flag&writeFlags != 0 {
-		return nil, sys.EROFS
+		return nil, refuseWrite(r.fs, path, flag)
 	}
 	f, errno := r.lim.openFile(r.fs, path, flag, perm)
 	if errno != 0 {
 		return nil, errno
 	}
 	return &roFile{limitedFile: f}, 0
+}
+
+// refuseWrite is the errno of an open with write flags on a read-only mount, in Linux's order: a directory
+// asked for writing or creation is EISDIR; O_CREAT|O_EXCL on an existing path is EEXIST; a missing path is ENOENT
+// unless O_CREAT asks to create it, and a missing or non-directory parent is ENOENT or ENOTDIR even then; any other
+// write is EROFS. Only Stat is asked of fsys, so nothing below can change.
+func refuseWrite(fsys sys.FS, p string, flag sys.Oflag) sys.Errno {
+	acc := flag & (sys.O_RDONLY | sys.O_RDWR | sys.O_WRONLY)
+	writable := acc == sys.O_WRONLY || acc == sys.O_RDWR
+	creat := flag&sys.O_CREAT != 0
+	st, errno := fsys.Stat(p)
+	switch {
+	case errno == 0 && st.Mode.IsDir() && (writable || creat):
+		return sys.EISDIR
+	case errno == 0 && creat && flag&sys.O_EXCL != 0:
+		return sys.EEXIST
+	case errno == 0:
+		return sys.EROFS
+	case errno != sys.ENOENT:
+		return errno // ENOTDIR, ENAMETOOLONG, EINVAL... as the lookup below found it
+	case !creat:
+		return sys.ENOENT
+	}
+	dir := path.Dir(strings.TrimSuffix(p, "/"))
+	if dir == "/" || dir == "." || dir == "" {
+		return sys.EROFS // the mount's root always exists
+	}
+	if st, errno := fsys.Stat(dir); errno != 0 {
+		return errno
+	} else if !st.Mode.IsDir() {
+		return sys.ENOTDIR
+	}
+	return sys.EROFS
 }
 
 // Lstat implements sys.FS.
@@ -209,10 +277,15 @@ func (f *roFile) Truncate(int64) sys.Errno { return f.writeErr() }
 // Utimens implements sys.File: EROFS.
 func (*roFile) Utimens(int64, int64) sys.Errno { return sys.EROFS }
 
-// SetAppend implements sys.File: enabling append is EROFS.
+// SetAppend implements sys.File: enabling append is EROFS, disabling it succeeds.
 func (f *roFile) SetAppend(enable bool) sys.Errno {
 	if enable {
 		return sys.EROFS
 	}
-	return f.File.SetAppend(false)
+	// Turning append off on a handle that cannot write is a no-op; wazero's adapted fs.FS files answer ENOSYS,
+	// which fd_fdstat_set_flags (os.set_blocking) would otherwise pass on.
+	if errno := f.File.SetAppend(false); errno != 0 && errno != sys.ENOSYS {
+		return errno
+	}
+	return 0
 }
