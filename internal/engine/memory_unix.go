@@ -252,15 +252,8 @@ func (c *cowImage) reset(m *mmapMemory) error {
 	if c.remapReset {
 		return c.remap(m)
 	}
-	if m.size > c.size {
-		grown := m.region[c.size:m.size]
-		if err := unix.Madvise(grown, unix.MADV_DONTNEED); err != nil {
-			return err
-		}
-		if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
-			return err
-		}
-		m.size = c.size
+	if err := c.dropGrowth(m); err != nil {
+		return err
 	}
 	pm, err := os.Open("/proc/self/pagemap")
 	if err != nil {
@@ -287,18 +280,28 @@ func (c *cowImage) reset(m *mmapMemory) error {
 	return nil
 }
 
+// dropGrowth releases what m grew beyond the image and makes it inaccessible again, so the next instance
+// starts at the image's size.
+func (c *cowImage) dropGrowth(m *mmapMemory) error {
+	if m.size <= c.size {
+		return nil
+	}
+	grown := m.region[c.size:m.size]
+	if err := unix.Madvise(grown, unix.MADV_DONTNEED); err != nil {
+		return err
+	}
+	if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
+		return err
+	}
+	m.size = c.size
+	return nil
+}
+
 // remap resets m by dropping what grew beyond the image and mapping the image again over the rest: the new
 // private mapping replaces the old one, private pages included, and the next instance faults pages in afresh.
 func (c *cowImage) remap(m *mmapMemory) error {
-	if m.size > c.size {
-		grown := m.region[c.size:m.size]
-		if err := unix.Madvise(grown, unix.MADV_DONTNEED); err != nil {
-			return err
-		}
-		if err := unix.Mprotect(grown, unix.PROT_NONE); err != nil {
-			return err
-		}
-		m.size = c.size
+	if err := c.dropGrowth(m); err != nil {
+		return err
 	}
 	if c.size == 0 {
 		return nil
