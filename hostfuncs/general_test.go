@@ -9,7 +9,9 @@ import (
 	"testing"
 )
 
-func nop(context.Context, json.RawMessage) (json.RawMessage, error) { return json.RawMessage(`null`), nil }
+func nop(context.Context, json.RawMessage) (json.RawMessage, error) {
+	return json.RawMessage(`null`), nil
+}
 
 // TestGeneralSchemaRefusedAtRegister checks that a parameter schema the general validator cannot check safely
 // is refused when the tool is registered, with an error naming the problem: references that loop without
@@ -19,15 +21,15 @@ func TestGeneralSchemaRefusedAtRegister(t *testing.T) {
 	for schema, want := range map[string]string{
 		`{"$ref":"#"}`: `loop`,
 		`{"type":"object","properties":{"a":{"$ref":"#/$defs/a"}},"$defs":{"a":{"allOf":[{"$ref":"#/$defs/b"}]},"b":{"anyOf":[{"not":{"$ref":"#/$defs/a"}}]}}}`: `loop`,
-		`{"type":"object","$defs":{"a":{"if":{"$ref":"#/$defs/a"}}}}`:               `loop`,
-		`{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`: `only references inside the schema`,
-		`{"type":"object","properties":{"a":{"$ref":"other.json#/x"}}}`:             `only references inside the schema`,
-		`{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`:           `names nothing`,
-		`{"type":"object","properties":{"a":{"$dynamicRef":"#x"}}}`:                 `$dynamicRef`,
-		`{"type":"object","properties":{"a":{"$id":"https://example.com/a"}}}`:      `$id`,
-		`{"type":"object","properties":{"a":{"type":"string","pattern":"("}}}`:      `pattern`,
-		`{"type":"object","properties":{"a":{"type":"integr"}}}`:                    `integr`,
-		`{"type":"object","properties":{"a":{"maximum":"ten"}}}`:                    `maximum`,
+		`{"type":"object","$defs":{"a":{"if":{"$ref":"#/$defs/a"}}}}`:                                                                                           `loop`,
+		`{"type":"object","properties":{"a":{"$ref":"https://example.com/s.json"}}}`:                                                                            `only references inside the schema`,
+		`{"type":"object","properties":{"a":{"$ref":"other.json#/x"}}}`:                                                                                         `only references inside the schema`,
+		`{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`:                                                                                       `names nothing`,
+		`{"type":"object","properties":{"a":{"$dynamicRef":"#x"}}}`:                                                                                             `$dynamicRef`,
+		`{"type":"object","properties":{"a":{"$id":"https://example.com/a"}}}`:                                                                                  `$id`,
+		`{"type":"object","properties":{"a":{"type":"string","pattern":"("}}}`:                                                                                  `pattern`,
+		`{"type":"object","properties":{"a":{"type":"integr"}}}`:                                                                                                `integr`,
+		`{"type":"object","properties":{"a":{"maximum":"ten"}}}`:                                                                                                `maximum`,
 	} {
 		err := NewRegistry().Register(Tool{Name: "t", Parameters: json.RawMessage(schema), Handler: nop})
 		if !errors.Is(err, ErrInvalidTool) || !strings.Contains(err.Error(), want) {
