@@ -45,6 +45,14 @@ func compileGeneral(raw json.RawMessage) (*generalSchema, error) {
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, err
 	}
+	switch strings.TrimSuffix(strings.Replace(s.Schema, "http://", "https://", 1), "#") {
+	case "", "https://json-schema.org/draft/2020-12/schema":
+		s.Schema = ""
+	case "https://json-schema.org/draft-07/schema":
+		s.Schema = "http://json-schema.org/draft-07/schema#"
+	default:
+		return nil, fmt.Errorf("$schema %q: only draft 2020-12 (the default) and draft-07 are supported", s.Schema)
+	}
 	rs, err := s.Resolve(&jsonschema.ResolveOptions{
 		BaseURI: "wasmbox:///tools/schema.json",
 		Loader: func(u *url.URL) (*jsonschema.Schema, error) {

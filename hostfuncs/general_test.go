@@ -36,6 +36,12 @@ func TestGeneralSchemaRefusedAtRegister(t *testing.T) {
 			t.Errorf("schema %s: got %v, want ErrInvalidTool naming %q", schema, err, want)
 		}
 	}
+	for _, ok := range []string{`{"$schema":"https://json-schema.org/draft/2020-12/schema#","type":"object"}`,
+		`{"$schema":"http://json-schema.org/draft-07/schema","type":"object","properties":{"a":{"$ref":"#/definitions/x"}},"definitions":{"x":{}}}`} {
+		if err := NewRegistry().Register(Tool{Name: "t", Parameters: json.RawMessage(ok), Handler: nop}); err != nil {
+			t.Errorf("schema %s refused: %v", ok, err)
+		}
+	}
 	// A reference back to the root under a keyword that descends into the arguments is fine: each step
 	// consumes a level of them, and the gate bounds their nesting.
 	r := NewRegistry()
