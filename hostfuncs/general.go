@@ -17,15 +17,12 @@ import (
 // walker (fastschema.go) does not cover.
 //
 // That validator works on decoded Go values, so the arguments are decoded here, with the numbers converted by
-// number: whether a number is an integer is decided from its text (isIntegerText, the same answer the fast path
-// gives), and no number is ever built beyond a float64. The validator follows a $ref without consuming any of
+// number: whether a number is an integer is decided as the fast path decides it (isIntegerNumber), and no number
+// is ever built beyond a float64. The validator follows a $ref without consuming any of
 // the arguments, so a schema whose references loop ({"$ref":"#"}) would recurse until the stack overflows and
 // the process dies; compileGeneral refuses such schemas (see checkRefs).
 type generalSchema struct {
 	rs *jsonschema.Resolved
-	// integer: the schema says "integer" somewhere, so a number whose fraction a float64 cannot keep must be
-	// refused rather than validated as the integer it rounds to.
-	integer bool
 }
 
 // compileGeneral resolves a parameter schema. Remote references are refused (no loader: nothing is fetched or
@@ -62,7 +59,7 @@ func compileGeneral(raw json.RawMessage) (*generalSchema, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &generalSchema{rs: rs, integer: mentionsInteger(doc)}, nil
+	return &generalSchema{rs: rs}, nil
 }
 
 // validate checks the arguments (valid JSON).
@@ -109,51 +106,38 @@ func (g *generalSchema) numbers(v any) (any, error) {
 	return v, nil
 }
 
-const twoTo52 = 1 << 52 // from here on every float64 is an integer
-
 // number converts a JSON number. The validator calls a value an integer when it is an int64 or a float64 with
 // no fraction, and compares it as a float64 (as it holds the schema's bounds); so an integer that fits is an
-// int64, and any other number is the nearest float64, except where that would change the type: an integer
-// beyond the float64 range becomes ±MaxFloat64, and a non-integer that rounds to an integer is moved one step
-// towards its true value (out of the integers). A non-integer of 2^52 or more has no float64 with a fraction;
-// it is refused when the schema asks for integers anywhere, and otherwise its type cannot change the verdict.
+// int64, and any other number is the nearest float64, except where that would change the type (isIntegerNumber
+// decides it, as the fast path does): an integer beyond the float64 range becomes ±MaxFloat64, and a
+// non-integer that rounds to an integer is moved one step towards its true value (out of the integers).
 func (g *generalSchema) number(text string) (any, error) {
-	integer := isIntegerText([]byte(text))
-	if integer {
+	if isIntegerNumber([]byte(text)) {
 		if i, err := strconv.ParseInt(text, 10, 64); err == nil {
 			return i, nil
 		}
-	}
-	f, err := strconv.ParseFloat(text, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return nil, fmt.Errorf("number %.40s: %w", text, err)
-	}
-	if integer {
+		f, _ := strconv.ParseFloat(text, 64) // valid JSON: at worst ErrRange, with ±Inf
 		return max(-math.MaxFloat64, min(f, math.MaxFloat64)), nil
 	}
-	if _, frac := math.Modf(f); frac != 0 && !math.IsInf(f, 0) {
+	f, _ := strconv.ParseFloat(text, 64) // below 2^52 in magnitude, or isIntegerNumber would have said so
+	if _, frac := math.Modf(f); frac != 0 {
 		return f, nil
 	}
 	neg := text[0] == '-'
-	switch {
-	case f == 0: // underflow: the true value lies between 0 and the smallest float64
+	if f == 0 { // underflow: the true value lies between 0 and the smallest float64
 		if neg {
 			return -math.SmallestNonzeroFloat64, nil
 		}
 		return math.SmallestNonzeroFloat64, nil
-	case math.Abs(f) < twoTo52:
-		above, ok := beyondInteger(text, uint64(math.Abs(f)))
-		if ok {
-			if above == neg {
-				return math.Nextafter(f, math.Inf(-1)), nil
-			}
-			return math.Nextafter(f, math.Inf(1)), nil
-		}
 	}
-	if g.integer {
-		return nil, fmt.Errorf("number %.40s has a fraction too small for a float64 to keep; it cannot be checked against type integer", text)
+	above, ok := beyondInteger(text, uint64(math.Abs(f)))
+	if !ok {
+		return nil, fmt.Errorf("number %.40s cannot be checked", text)
 	}
-	return max(-math.MaxFloat64, min(f, math.MaxFloat64)), nil
+	if above == neg {
+		return math.Nextafter(f, math.Inf(-1)), nil
+	}
+	return math.Nextafter(f, math.Inf(1)), nil
 }
 
 // beyondInteger reports whether |text| (a JSON number that is not an integer, within one step of the integer n
@@ -178,11 +162,11 @@ func beyondInteger(text string, n uint64) (above, ok bool) {
 		mant, point = mant[1:], point-1
 	}
 	p := point + exp // digits before the decimal point
-	if p <= 0 || p > 19 || p < point {
-		if p <= 0 {
-			return n == 0, true
-		}
-		return false, false
+	if exp > 1<<40 || exp < -(1<<40) || p > 19 {
+		return false, false // not within one step of an integer below 2^52
+	}
+	if p <= 0 {
+		return n == 0, true
 	}
 	digits := mant
 	if int64(len(digits)) > p {
@@ -193,38 +177,6 @@ func beyondInteger(text string, n uint64) (above, ok bool) {
 		return false, false
 	}
 	return ip == n, true
-}
-
-// mentionsInteger reports whether "integer" appears as a type anywhere in the schema (over-approximated: any
-// member called "type" counts).
-func mentionsInteger(v any) bool {
-	switch x := v.(type) {
-	case map[string]any:
-		for k, e := range x {
-			if k == "type" {
-				if e == "integer" {
-					return true
-				}
-				if l, ok := e.([]any); ok {
-					for _, t := range l {
-						if t == "integer" {
-							return true
-						}
-					}
-				}
-			}
-			if mentionsInteger(e) {
-				return true
-			}
-		}
-	case []any:
-		for _, e := range x {
-			if mentionsInteger(e) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 var typeNames = map[string]bool{"null": true, "boolean": true, "object": true, "array": true, "number": true,
