@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strconv"
 )
 
@@ -203,7 +204,7 @@ func (s *fastSchema) check(b []byte, i int) (int, *fastError) {
 		ok := false
 		if kind == tNumber && s.types&tInteger != 0 {
 			end, _ := valueEnd(b, i)
-			ok = isIntegerText(b[i:end])
+			ok = isIntegerNumber(b[i:end])
 		}
 		if !ok {
 			return 0, refuse("got %s, want %s", typeName(kind), typesName(s.types))
@@ -339,11 +340,26 @@ func jsonKey(tok []byte) (string, error) {
 	return s, nil
 }
 
-// isIntegerText reports whether a JSON number is an integer exactly as the general validator decides it, which
-// is with math/big: new(big.Rat).SetString(num) succeeds and IsInt. It decides from the text, without the
-// arithmetic: SetString of "1e999999" builds a 3-million-bit number, which a guest could ask for once per
-// number of its arguments. big.Rat refuses a decimal exponent (minus the fraction's digits) beyond ±1e6 and
-// one that does not fit an int64; both count as "not an integer" there, and so they do here.
+const twoTo52 = 1 << 52 // from here on every float64 is an integer
+
+// isIntegerNumber reports whether a JSON number counts as an integer for `type: integer`: its text says so
+// (isIntegerText), or it is too large for a float64 to hold a fraction (2^52 or more in magnitude, the range of
+// float64 included), so that any reader of doubles (Python's json, JavaScript, Go's float64) sees an integer.
+// Both validators decide by this, the general one because it compares float64s.
+func isIntegerNumber(num []byte) bool {
+	if isIntegerText(num) {
+		return true
+	}
+	f, _ := strconv.ParseFloat(string(num), 64) // valid JSON: at worst ErrRange, with ±Inf
+	return math.Abs(f) >= twoTo52
+}
+
+// isIntegerText reports whether a JSON number's text is an integer as math/big decides it: new(big.Rat).
+// SetString(num) succeeds and IsInt (the rule of the validator this package used before, kept so that verdicts
+// did not change). It decides from the text, without the arithmetic: SetString of "1e999999" builds a
+// 3-million-bit number, which a guest could ask for once per number of its arguments. big.Rat refuses a decimal
+// exponent (minus the fraction's digits) beyond ±1e6 and one that does not fit an int64; both count as "not an
+// integer" here (isIntegerNumber then calls the large ones integers).
 func isIntegerText(num []byte) bool {
 	if bytes.IndexAny(num, ".eE") < 0 {
 		return true

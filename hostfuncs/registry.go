@@ -12,7 +12,6 @@ import (
 	"sync"
 
 	"github.com/invopop/jsonschema"
-	validator "github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/wasmbox/wasmbox/governance"
 )
@@ -71,7 +70,7 @@ type Registry struct {
 type entry struct {
 	Tool
 	params []param
-	schema *validator.Schema
+	schema *generalSchema
 	fast   *fastSchema // the same schema checked in one pass, when it uses only the structural keywords
 }
 
@@ -102,16 +101,7 @@ func (r *Registry) Register(t Tool) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrInvalidTool, t.Name, err)
 	}
-	doc, err := validator.UnmarshalJSON(bytes.NewReader(t.Parameters))
-	if err != nil {
-		return fmt.Errorf("%w: %s: parameter schema: %w", ErrInvalidTool, t.Name, err)
-	}
-	c := validator.NewCompiler()
-	url := "wasmbox:///tools/" + t.Name + ".json"
-	if err := c.AddResource(url, doc); err != nil {
-		return fmt.Errorf("%w: %s: parameter schema: %w", ErrInvalidTool, t.Name, err)
-	}
-	sch, err := c.Compile(url)
+	sch, err := compileGeneral(t.Parameters)
 	if err != nil {
 		return fmt.Errorf("%w: %s: parameter schema: %w", ErrInvalidTool, t.Name, err)
 	}
@@ -185,11 +175,10 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 		}
 		return nil
 	}
-	inst, err := validator.UnmarshalJSON(bytes.NewReader(args))
-	if err != nil {
-		return fmt.Errorf("hostfuncs: %s: arguments are not JSON: %w", name, err)
+	if !json.Valid(args) {
+		return fmt.Errorf("hostfuncs: %s: arguments are not JSON", name)
 	}
-	if err := e.schema.Validate(inst); err != nil {
+	if err := e.schema.validate(args); err != nil {
 		return fmt.Errorf("hostfuncs: %s: invalid arguments: %w", name, err)
 	}
 	return nil
