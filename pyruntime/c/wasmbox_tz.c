@@ -324,6 +324,7 @@ free_zone(void)
 {
     free(tzs.zone);
     free(tzs.types);
+    free(tzs.abbr);
     tzs.zone = NULL;
     tzs.types = NULL;
     tzs.abbr = NULL;
@@ -586,13 +587,36 @@ __secs_to_zone(long long t, int local, int *isdst, long *offset, long *oppoff, c
     tzif_zone(t - off, isdst, offset, oppoff, zonename);
 }
 
+/* The zone's standard (dst = 0) or daylight-saving name, for a struct tm that carries none. */
+static const char *
+zone_name(int dst)
+{
+    if (tzs.zone != NULL) {
+        if (tzs.posix.valid) {
+            return dst && tzs.posix.has_dst ? tzs.posix.dst : tzs.posix.std;
+        }
+        const char *any = NULL;
+        for (size_t i = tzs.typecnt; i > 0; i--) { /* the latest types are the current names */
+            const struct ttinfo *ty = &tzs.types[i - 1];
+            if (!ty->isdst == !dst) {
+                return tzs.abbr + ty->abbr;
+            }
+            any = tzs.abbr + ty->abbr;
+        }
+        return any ? any : __utc;
+    }
+    return dst && tzs.posix.has_dst ? tzs.posix.dst : tzs.posix.std;
+}
+
 const char *
 __tm_to_tzname(const struct tm *tm)
 {
     const char *p = tm->__tm_zone;
     do_tzset();
     if (p == NULL) {
-        return "";
+        /* A struct tm built field by field (CPython's time.strftime from a struct_time): like glibc, the
+           zone's name for its tm_isdst. */
+        return tm->tm_isdst >= 0 ? zone_name(tm->tm_isdst > 0) : "";
     }
     if (p == __utc || p == tzs.posix.std || p == tzs.posix.dst) {
         return p;
