@@ -230,3 +230,25 @@ for args, want in cases:
 `)
 	checkLines(t, res, 11)
 }
+
+// f-strings: the debug form (=) keeps its exact source text with the lexer that copies each expression once
+// (it copied the whole rest of the source at every '{'; the speed-up is measured, not asserted here).
+func TestFStringDebugText(t *testing.T) {
+	sb := newSandbox(t, wasmbox.Config{})
+	res := run(t, sb, `
+x, width = 1, 5
+def show(name, got, want):
+    print(name, "ok" if got == want else "got %r want %r" % (got, want))
+show("=", f"{x=}", "x=1")
+show("spaces", f"{x = }", "x = 1")
+show("conversion and spec", f"{x=!r:^{width}}", "x=  1  ")
+show("spec", f"{x=:>3}", "x=  1")
+show("nested", f"{f'{x=}'=}", "f'{x=}'='x=1'")
+show("multi-line", eval('f"""{x\n=}"""'), "x\n=1")
+show("comment", eval('f"""{x # note\n=}"""'), "x \n=1")
+show("two", f"{x=} {x + 1 = }", "x=1 x + 1 = 2")
+show("concat", eval("f'{x=}' 'a' f'{x*2=}'"), "x=1ax*2=2")
+show("long", eval(("f'" + "{x} " * 255 + "' ") * 2), "1 " * 510)
+`)
+	checkLines(t, res, 10)
+}
