@@ -188,7 +188,7 @@ expect("gethostbyname", lambda: socket.gethostbyname("example.com"), socket.gaie
 expect("create_connection", lambda: socket.create_connection(("example.com", 80)), OSError)
 expect("socket()", lambda: socket.socket(), PermissionError)
 expect("urlopen", lambda: urllib.request.urlopen("http://example.com/"), urllib.error.URLError)
-expect("http.client", lambda: http.client.HTTPSConnection("example.com").request("GET", "/"), OSError)
+expect("http.client", lambda: http.client.HTTPConnection("example.com").request("GET", "/"), OSError)
 `)
 	checkLines(t, res, 6)
 }
