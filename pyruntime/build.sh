@@ -161,7 +161,10 @@ fi
 # --- cross build ----------------------------------------------------------------------------------------------
 cross="$work/cross"; rm -rf "$cross"; mkdir -p "$cross/Modules"
 cp "$here/c/wasmboxmodule.c" "$py_src/Modules/_wasmbox.c"
-printf '*static*\n_wasmbox _wasmbox.c\n' > "$cross/Modules/Setup.local"
+# wasmbox_tz.c (tzset and libc's time-zone hooks) is a second source of the builtin _wasmbox module, so that every
+# link of libpython (CPython's own python.wasm as well as our reactor) has tzset.
+cp "$here/c/wasmbox_tz.c" "$py_src/Modules/_wasmbox_tz.c"
+printf '*static*\n_wasmbox _wasmbox.c _wasmbox_tz.c\n' > "$cross/Modules/Setup.local"
 cat > "$cross/config.site" <<SITE
 . "$py_src/Tools/wasm/config.site-wasm32-wasi"
 ac_cv_func_clock_nanosleep=no
@@ -197,12 +200,10 @@ cat > "$cross/reactor.mk" <<'MK'
 include Makefile
 wasmbox-reactor.o: $(WASMBOX_REACTOR_C)
 	$(CC) -c $(PY_CORE_CFLAGS) -o $@ $<
-wasmbox-tz.o: $(WASMBOX_TZ_C)
-	$(CC) -c $(PY_CORE_CFLAGS) -o $@ $<
-python-reactor.wasm: wasmbox-reactor.o wasmbox-tz.o $(LINK_PYTHON_DEPS)
-	$(LINKCC) $(PY_CORE_LDFLAGS) -mexec-model=reactor -o $@ wasmbox-reactor.o wasmbox-tz.o $(LINK_PYTHON_OBJS) $(LIBS) $(MODLIBS) $(SYSLIBS) -Wl,--export=__stack_pointer
+python-reactor.wasm: wasmbox-reactor.o $(LINK_PYTHON_DEPS)
+	$(LINKCC) $(PY_CORE_LDFLAGS) -mexec-model=reactor -o $@ wasmbox-reactor.o $(LINK_PYTHON_OBJS) $(LIBS) $(MODLIBS) $(SYSLIBS) -Wl,--export=__stack_pointer
 MK
-(cd "$cross" && make -s -f reactor.mk WASMBOX_REACTOR_C="$here/c/reactor.c" WASMBOX_TZ_C="$here/c/wasmbox_tz.c" \
+(cd "$cross" && make -s -f reactor.mk WASMBOX_REACTOR_C="$here/c/reactor.c" \
    python-reactor.wasm >/dev/null)
 
 
