@@ -70,7 +70,8 @@ print("repr", "ok" if repr(exit) == "Use exit() or Ctrl-D (i.e. EOF) to exit" el
 	}
 }
 
-// sys._stdlib_dir is set, so frozen stdlib modules have __file__ and inspect finds their source.
+// sys._stdlib_dir is set, so frozen stdlib modules have __file__ and inspect finds their source. (Functions of
+// frozen modules keep "<frozen NAME>" as their file, natively too, so getsource of one fails on Linux as well.)
 func TestStdlibDirAndFrozenSource(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	res := run(t, sb, `
@@ -79,7 +80,7 @@ print("stdlib_dir", "ok" if sys._stdlib_dir == "/usr/local/lib/python3.13" else 
 print("os.__file__", "ok" if os.__file__ == "/usr/local/lib/python3.13/os.py" else getattr(os, "__file__", None))
 print("getsource(abc)", "ok" if "class ABCMeta" in inspect.getsource(abc) else "wrong")
 print("getsource(_collections_abc)", "ok" if "class Sized" in inspect.getsource(_collections_abc) else "wrong")
-print("getsource(codecs.encode)", "ok" if inspect.getsource(codecs.lookup) is not None else "wrong")
+print("getsourcefile(codecs)", "ok" if inspect.getsourcefile(codecs) == "/usr/local/lib/python3.13/codecs.py" else inspect.getsourcefile(codecs))
 `)
 	checkLines(t, res, 5)
 }
@@ -133,7 +134,7 @@ def show(name, got, want):
     print(name, "ok" if got == want else "got %r want %r" % (got, want))
 t = 1719835200  # 2024-07-01 12:00 UTC
 lt = time.localtime(t)
-show("paris summer", (lt.tm_hour, lt.tm_isdst, time.strftime("%Z", lt)), (14, 1, "CEST"))
+show("paris summer", (lt.tm_hour, lt.tm_isdst, lt.tm_zone), (14, 1, "CEST"))
 lt = time.localtime(1704110400)  # 2024-01-01 12:00 UTC
 show("paris winter", (lt.tm_hour, lt.tm_isdst), (13, 0))
 show("constants", (time.timezone, time.altzone, time.daylight, time.tzname), (-3600, -7200, 1, ("CET", "CEST")))
