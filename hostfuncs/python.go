@@ -94,7 +94,20 @@ def _decode(b):
         return _json.loads(s)  # raises the usual error for trailing data
     return value
 
-def _call_tool(_name, _kwargs):
+def _fallback(_kind, _name, _payload):
+    # The slow paths of _wasmbox.call_tool: 0 arguments that cannot be encoded (_payload: the exception), 1 an
+    # error response of the host (bytes), 2 a response the C decoder refused (bytes).
+    if _kind == 0:
+        raise _InvalidToolArguments("%s: arguments are not JSON-serialisable: %s" % (_name, _payload), _name) from None
+    if _kind == 1:
+        try:
+            err = _json.loads(_payload)
+        except _ValueError:
+            err = {"type": "ToolError", "message": _payload.decode("utf-8", "replace")}
+        raise _ERRORS.get(err.get("type"), _ToolError)(err.get("message", ""), _name)
+    return _json.loads(_payload.decode("utf-8"))
+
+def _call_tool_py(_name, _kwargs):
     if _MISSING in _kwargs.values():
         _kwargs = {k: v for k, v in _kwargs.items() if v is not _MISSING}
     try:
@@ -105,11 +118,15 @@ def _call_tool(_name, _kwargs):
     ok, resp = _call(("T" + _name + "\n" + _args).encode())
     if ok:
         return _decode(resp)
-    try:
-        err = _json.loads(resp)
-    except _ValueError:
-        err = {"type": "ToolError", "message": resp.decode("utf-8", "replace")}
-    raise _ERRORS.get(err.get("type"), _ToolError)(err.get("message", ""), _name)
+    _fallback(1, _name, resp)
+
+# The call path in C (encode, host call, decode in one C call) when the interpreter has it; the Python one above
+# does the same for an interpreter built without it.
+if _builtins.hasattr(_wasmbox, "call_tool"):
+    _wasmbox.tool_setup(_c_encode, _scan, _MISSING, _fallback)
+    _call_tool = _wasmbox.call_tool
+else:
+    _call_tool = _call_tool_py
 
 def call(name, /, **kwargs):
     """Call the tool called name with keyword arguments; returns its JSON-decoded result."""

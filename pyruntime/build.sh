@@ -105,6 +105,8 @@ tar -C "$src" -xf "$dl/zlib_1.3.dfsg+really1.3.1.orig.tar.gz"
 tar -C "$src" -xf "$dl/bzip2_1.0.8.orig.tar.gz"
 tar -C "$src" -xf "$dl/xz-utils_5.8.1.orig.tar.xz"
 py_src="$src/Python-$PYTHON_VERSION"
+# Our changes to CPython (each explained in the patch): parser depth, math.fma's sign of zero, time.tzset.
+(cd "$py_src" && patch -p1 --quiet --no-backup-if-mismatch < "$here/patches/cpython.patch")
 sqlite_src=$(ls -d "$src"/sqlite*/ | head -1); zlib_src=$(ls -d "$src"/zlib*/ | head -1)
 bzip2_src=$(ls -d "$src"/bzip2*/ | head -1); xz_src=$(ls -d "$src"/xz*/ | head -1)
 
@@ -142,9 +144,12 @@ log "xz"
    --disable-lzmainfo --disable-scripts --disable-doc --disable-nls --disable-sandbox --prefix="$deps" >/dev/null \
    && make -s -j2 -C src/liblzma >/dev/null && make -s -C src/liblzma install >/dev/null)
 log "sqlite (amalgamation made natively)"
+# The "unix" VFS with in-process locks (c/sqlite_lock.c) instead of WASI's default "unix-dotfile".
 (cd "$sqlite_src" && ./configure -q --disable-tcl >/dev/null && make -s sqlite3.c >/dev/null \
    && $WCC $DEPCFLAGS -DSQLITE_OMIT_LOAD_EXTENSION -DSQLITE_THREADSAFE=0 -DSQLITE_OMIT_WAL -DSQLITE_MAX_MMAP_SIZE=0 \
-        -c sqlite3.c -o sqlite3.o && llvm-ar-19 rcsD "$deps/lib/libsqlite3.a" sqlite3.o && cp sqlite3.h "$deps/include/")
+        '-DSQLITE_DEFAULT_UNIX_VFS="unix"' -Dfcntl=wasmbox_sqlite_fcntl -c sqlite3.c -o sqlite3.o \
+   && $WCC $DEPCFLAGS -c "$here/c/sqlite_lock.c" -o sqlite_lock.o \
+   && llvm-ar-19 rcsD "$deps/lib/libsqlite3.a" sqlite3.o sqlite_lock.o && cp sqlite3.h "$deps/include/")
 
 # --- native build Python (same version; runs the build's Python steps) ---------------------------------------
 if [ ! -x "$native/python" ]; then
@@ -156,11 +161,15 @@ fi
 # --- cross build ----------------------------------------------------------------------------------------------
 cross="$work/cross"; rm -rf "$cross"; mkdir -p "$cross/Modules"
 cp "$here/c/wasmboxmodule.c" "$py_src/Modules/_wasmbox.c"
-printf '*static*\n_wasmbox _wasmbox.c\n' > "$cross/Modules/Setup.local"
+# wasmbox_tz.c (tzset and libc's time-zone hooks) is a second source of the builtin _wasmbox module, so that every
+# link of libpython (CPython's own python.wasm as well as our reactor) has tzset.
+cp "$here/c/wasmbox_tz.c" "$py_src/Modules/_wasmbox_tz.c"
+printf '*static*\n_wasmbox _wasmbox.c _wasmbox_tz.c\n' > "$cross/Modules/Setup.local"
 cat > "$cross/config.site" <<SITE
 . "$py_src/Tools/wasm/config.site-wasm32-wasi"
 ac_cv_func_clock_nanosleep=no
 ac_cv_lib_rt_clock_nanosleep=no
+ac_cv_working_tzset=yes
 SITE
 log "cross configure ($variant)"
 mkdir -p "$work/pkgconfig-empty"
@@ -194,7 +203,9 @@ wasmbox-reactor.o: $(WASMBOX_REACTOR_C)
 python-reactor.wasm: wasmbox-reactor.o $(LINK_PYTHON_DEPS)
 	$(LINKCC) $(PY_CORE_LDFLAGS) -mexec-model=reactor -o $@ wasmbox-reactor.o $(LINK_PYTHON_OBJS) $(LIBS) $(MODLIBS) $(SYSLIBS) -Wl,--export=__stack_pointer
 MK
-(cd "$cross" && make -s -f reactor.mk WASMBOX_REACTOR_C="$here/c/reactor.c" python-reactor.wasm >/dev/null)
+(cd "$cross" && make -s -f reactor.mk WASMBOX_REACTOR_C="$here/c/reactor.c" \
+   python-reactor.wasm >/dev/null)
+
 
 # --- instrument, strip, check imports -----------------------------------------------------------------------
 log "instrument"
@@ -208,7 +219,8 @@ lib="$stage/lib"; mkdir -p "$lib"
 cp -a "$py_src/Lib/." "$lib/"
 cp "$cross"/build/lib.wasi-wasm32-3.13/_sysconfigdata_*.py "$lib/"
 sed -i "s|$work|/wasmbox|g" "$lib"/_sysconfigdata_*.py   # build paths out of sysconfig
-(cd "$lib" && rm -rf idlelib tkinter turtledemo turtle.py ensurepip pydoc_data venv _pyrepl curses test \
+# _pyrepl stays: pydoc (help()) imports _pyrepl.pager.
+(cd "$lib" && rm -rf idlelib tkinter turtledemo turtle.py ensurepip pydoc_data venv curses test \
    lib2to3 __phello__ __hello__.py site-packages config-3.13-* _ios_support.py _android_support.py \
    msilib _osx_support.py ctypes/macholib)
 find "$lib" -name __pycache__ -prune -exec rm -rf {} +
@@ -225,6 +237,10 @@ zi="$tz/usr/share/zoneinfo"
 rm -rf "$zi/right" "$zi/posix" "$zi/posixrules"
 find "$zi" -type l | while read -r l; do t=$(readlink -f "$l"); rm "$l"; cp "$t" "$l"; done
 "$native/python" -E -s "$here/tools/mkzip.py" "$zi" "$stage/tzdata.zip"
+
+# --- import every shipped module once (the skip list, with reasons, is in pyruntime/cmd/importcheck) -------------
+log "import check"
+(cd "$repo" && go run ./pyruntime/cmd/importcheck -dir "$stage")
 
 # --- ship -------------------------------------------------------------------------------------------------------
 ship

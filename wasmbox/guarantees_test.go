@@ -150,7 +150,9 @@ for f in (lambda: socket.socket(), lambda: socket.create_connection(("10.0.0.1",
     except Exception as e:
         out.append(type(e).__name__)
 print(out, hasattr(os, "fork"), hasattr(os, "system"))`)
-	if want := "['OSError', 'AttributeError', 'OSError', 'RuntimeError'] False False\n"; res.Stdout != want {
+	// socket() and name lookups raise the socket layer's network-disabled errors (the run driver's patch of socket);
+	// underneath, WASI gives no socket and no resolver whatever Python does.
+	if want := "['PermissionError', 'gaierror', 'OSError', 'RuntimeError'] False False\n"; res.Stdout != want {
 		t.Errorf("got %q, want %q (stderr %s)", res.Stdout, want, tail(res.Stderr))
 	}
 }

@@ -109,6 +109,12 @@ wasmbox_init(void)
     if (PyStatus_Exception(status)) {
         goto fail;
     }
+    /* sys._stdlib_dir: the frozen stdlib modules (os, abc, codecs, io, stat, posixpath, ...) get __file__ from it,
+       so inspect.getsource and linecache find their source as on Linux. */
+    status = PyConfig_SetString(&config, &config.stdlib_dir, L"/usr/local/lib/python3.13");
+    if (PyStatus_Exception(status)) {
+        goto fail;
+    }
     if (set_path(&config, "/usr/local/lib/python3.13") < 0 ||
         set_path(&config, "/usr/local/lib/python3.13/lib-dynload") < 0 ||
         set_path(&config, "/packages") < 0) {

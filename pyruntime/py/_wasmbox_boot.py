@@ -32,10 +32,61 @@ def _patch_asyncio(module):
     cls._process_self_data = lambda self, data: None
 
 
-class _PatchFinder:
-    """Patches modules right after they are imported for the first time (asyncio.selector_events)."""
+# The one message of every network operation: a model reading the traceback must learn that the network is off
+# on purpose, not that something is broken.
+NETWORK_DISABLED = ("network access is disabled in this sandbox by design (no sockets, no DNS); "
+                    "use the tools the host provides")
 
-    targets = {"asyncio.selector_events": _patch_asyncio}
+
+def _patch_socket(module):
+    # WASI's _socket has no name resolution and cannot create sockets. Every client library (urllib, http.client,
+    # smtplib, asyncio, third-party ones) goes through these functions, so they raise one clear OSError here.
+    # Name lookups raise socket.gaierror (what clients catch for "cannot resolve"), socket() a PermissionError.
+    def _no_dns(*args, **kwargs):
+        raise module.gaierror(getattr(module, "EAI_FAIL", -4), NETWORK_DISABLED)
+
+    import _socket
+    for name in ("getaddrinfo", "gethostbyname", "gethostbyname_ex", "gethostbyaddr", "getnameinfo",
+                 "getservbyname", "getservbyport", "getprotobyname"):
+        if not hasattr(_socket, name):  # socket.getaddrinfo is a Python wrapper of the missing C one
+            setattr(module, name, _no_dns)
+    if not hasattr(_socket, "gethostname"):
+        module.gethostname = lambda: "localhost"
+    cls = module.socket
+    orig_init = cls.__init__
+
+    def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+        if fileno is None:
+            import errno
+            raise PermissionError(errno.EACCES, NETWORK_DISABLED)
+        orig_init(self, family, type, proto, fileno)
+
+    cls.__init__ = __init__
+
+
+# getpass.getuser() when the environment names no user (LOGNAME, USER, LNAME, USERNAME) and there is no password
+# database: a fixed name instead of OSError.
+DEFAULT_USER = "wasmbox"
+
+
+def _patch_getpass(module):
+    orig = module.getuser
+
+    def getuser():
+        try:
+            return orig()
+        except OSError:
+            return DEFAULT_USER
+
+    getuser.__doc__ = orig.__doc__
+    module.getuser = getuser
+
+
+class _PatchFinder:
+    """Patches modules right after they are imported for the first time (asyncio.selector_events, socket,
+    getpass)."""
+
+    targets = {"asyncio.selector_events": _patch_asyncio, "socket": _patch_socket, "getpass": _patch_getpass}
 
     def find_spec(self, name, path=None, target=None):
         hook = self.targets.get(name)
@@ -59,10 +110,32 @@ class _PatchFinder:
         return None
 
 
+def _install_builtins():
+    # What site.py adds to builtins (site does not run here): help, exit, quit, copyright, credits, license.
+    # exit() and quit() do not close sys.stdin as site's do: a Session's later runs keep their stdin.
+    import builtins
+    import _sitebuiltins
+
+    class Quitter(_sitebuiltins.Quitter):
+        def __call__(self, code=None):
+            raise SystemExit(code)
+
+    builtins.exit = Quitter("exit", "Ctrl-D (i.e. EOF)")
+    builtins.quit = Quitter("quit", "Ctrl-D (i.e. EOF)")
+    builtins.help = _sitebuiltins._Helper()
+    builtins.copyright = _sitebuiltins._Printer("copyright", sys.copyright)
+    builtins.credits = _sitebuiltins._Printer("credits", "Thanks to CWI, CNRI, BeOpen, Zope Corporation, the Python "
+                                              "Software Foundation,\nand a cast of thousands for supporting Python "
+                                              "development.  See www.python.org for more information.")
+    builtins.license = _sitebuiltins._Printer("license", "See https://www.python.org/psf/license/")
+
+
 def install():
     sys.meta_path.insert(0, _PatchFinder())
-    if "asyncio.selector_events" in sys.modules:
-        _patch_asyncio(sys.modules["asyncio.selector_events"])
+    for name, patch in _PatchFinder.targets.items():
+        if name in sys.modules:
+            patch(sys.modules[name])
+    _install_builtins()
     import signal
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir("/workspace")
@@ -81,6 +154,14 @@ def _reset(req):
     os.environ.update(env)
     os.environ.setdefault("TMPDIR", "/tmp")
     os.environ.setdefault("HOME", "/workspace")
+    # Local time follows TZ (libc re-reads it); time's constants (timezone, tzname...) follow it too, recomputed
+    # only when this run's TZ differs from the last one's.
+    tz = os.environ.get("TZ")
+    if tz != _persist.get("tz"):
+        _persist["tz"] = tz
+        time = sys.modules.get("time")
+        if time is not None and hasattr(time, "tzset"):
+            time.tzset()
     sys.argv = list(req.get("argv") or [""])
     os.chdir(req.get("cwd") or "/workspace")
     seed = req.get("seed")
