@@ -264,7 +264,8 @@ func run(quick, asJSON, cg bool) error {
 	}
 	logf("deadline overhead %s", r.DeadlineSpread.format("×", 3))
 
-	// Every engine built in, side by side (wasmtime needs -tags wasmtime).
+	// Every engine linked in, side by side (wasmtime lives in its own module, github.com/wasmbox/wasmbox/wasmtime, which
+	// this command does not import: the table has wazero only).
 	r.Engines = map[string]engineRow{}
 	for _, name := range wasmbox.Engines() {
 		row, err := engineNumbers(ctx, name, max(reps/2, 3), w0n/2)
