@@ -636,7 +636,7 @@ sys.setrecursionlimit(100000)
 def f(n): return f(n + 1)
 print(attempt(lambda: f(0)))
 `)
-	if out != "RecursionError RecursionError MemoryError\nRecursionError\n" {
+	if out != "RecursionError RecursionError SyntaxError\nRecursionError\n" {
 		t.Fatalf("stdout %q", out)
 	}
 }
