@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"slices"
-	"syscall"
 	"testing"
 	"time"
 
@@ -96,15 +95,6 @@ func interleave(b *testing.B, unit string, scale float64, n int, work func(on bo
 	b.Logf("%d interleaved rounds of %d operations each\n  CPU:  %s; %s; %s\n  wall: %s; %s; %s", len(offC), n,
 		line("off", offC, " "+unit), line("on", onC, " "+unit), line("on/off", ratioC, ""),
 		line("off", offW, " "+unit), line("on", onW, " "+unit), line("on/off", ratioW, ""))
-}
-
-// cpuTime is the CPU time this process has used so far (user and system, all threads).
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 func median(xs []float64) float64 {

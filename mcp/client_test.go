@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -409,8 +408,6 @@ func TestHangIsBoundedByTheCallTimeout(t *testing.T) {
 		t.Fatalf("the call took %v", d)
 	}
 }
-
-func alive(pid int) bool { return syscall.Kill(pid, 0) == nil }
 
 func readPid(t *testing.T, f string) int {
 	t.Helper()
