@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"sort"
 	"strconv"
@@ -42,6 +43,9 @@ const (
 	// maxStderrBytes is how much of a stdio server's stderr is kept (its end) to explain a failed start or a
 	// crash.
 	maxStderrBytes = 2 << 10
+	// waitDelay bounds how long closing a stdio server waits for its stderr pipe to reach EOF after the server
+	// itself ended (a descendant may hold it open).
+	waitDelay = 2 * time.Second
 	// maxFrameBytes bounds one message from the server: the SDK's own limit for stdio lines and SSE events, and
 	// ours for the JSON bodies of streamable HTTP (which the SDK reads whole).
 	maxFrameBytes = sdk.DefaultMaxLineLength
@@ -197,6 +201,7 @@ type Client struct {
 	mu       sync.Mutex
 	stderr   *tailBuffer // the last bytes a stdio server wrote to its stderr
 	session  *sdk.ClientSession
+	procs    map[*sdk.ClientSession]*exec.Cmd // the process behind each live stdio session
 	restarts int
 	closed   bool
 	lastErr  error
@@ -234,12 +239,17 @@ func Connect(ctx context.Context, srv Server, cfg Config) (*Client, error) {
 func (c *Client) start(ctx context.Context) error {
 	var t sdk.Transport
 	var tb *tailBuffer
+	var cmd *exec.Cmd
 	switch {
 	case len(c.srv.Command) > 0:
-		cmd := exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
+		cmd = exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
 		cmd.Env, cmd.Dir = c.srv.Env, c.srv.Dir
 		tb = &tailBuffer{max: maxStderrBytes}
 		cmd.Stderr, c.stderr = tb, tb
+		ownGroup(cmd)
+		// A descendant that inherited stderr keeps the pipe open after the server ends; Wait gives up on it
+		// after this, so closing never hangs on it (killGroup then ends it).
+		cmd.WaitDelay = waitDelay
 		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
 	case c.srv.URL != "":
 		hc := &http.Client{}
@@ -271,15 +281,34 @@ func (c *Client) start(ctx context.Context) error {
 			return fmt.Errorf("%w %q: %w%s", ErrConnect, c.name, r.err, tailOf(tb))
 		}
 		c.session = r.s
+		if cmd != nil {
+			if c.procs == nil {
+				c.procs = map[*sdk.ClientSession]*exec.Cmd{}
+			}
+			c.procs[r.s] = cmd
+		}
 		return nil
 	case <-ctx.Done():
 		go func() {
-			if r := <-ch; r.s != nil {
+			r := <-ch
+			if r.s != nil {
 				r.s.Close()
+				killGroup(cmd)
 			}
 		}()
 		return fmt.Errorf("%w %q: %w", ErrConnect, c.name, ctx.Err())
 	}
+}
+
+// closeSession closes s and then kills whatever its server process left behind.
+func (c *Client) closeSession(s *sdk.ClientSession) error {
+	err := s.Close()
+	c.mu.Lock()
+	cmd := c.procs[s]
+	delete(c.procs, s)
+	c.mu.Unlock()
+	killGroup(cmd)
+	return err
 }
 
 // list reads the server's tools, bounded in count and pages.
@@ -371,12 +400,14 @@ func (c *Client) Close(ctx context.Context) error {
 		return nil
 	}
 	done := make(chan error, 1)
-	go func() { done <- s.Close() }()
+	go func() { done <- c.closeSession(s) }()
 	select {
 	case err := <-done:
 		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return nil // the process ended, with a code or by the signal Close sent it
+		if errors.As(err, &exit) || errors.Is(err, os.ErrProcessDone) {
+			// The process ended, with a code or by the signal Close sent it, or before the signal (the SDK
+			// signals when a descendant still holds the server's stderr open).
+			return nil
 		}
 		if err != nil && !errors.Is(err, sdk.ErrConnectionClosed) {
 			return fmt.Errorf("mcp: closing %q: %w", c.name, err)
@@ -417,7 +448,7 @@ func (c *Client) dead(s *sdk.ClientSession, err error) {
 		c.session, c.lastErr = nil, err
 	}
 	c.mu.Unlock()
-	go s.Close()
+	go c.closeSession(s)
 }
 
 // Restarts is how many times the server was started again after it ended.

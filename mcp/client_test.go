@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -39,6 +40,15 @@ func testServerMain() {
 	}
 	if f := os.Getenv("WASMBOX_MCP_TEST_PIDFILE"); f != "" {
 		_ = os.WriteFile(f, []byte(strconv.Itoa(os.Getpid())), 0o644)
+	}
+	if f := os.Getenv("WASMBOX_MCP_TEST_DESCENDANT"); f != "" {
+		// A long-lived process of the server's own that holds the server's stderr open, as a launcher's
+		// node process or a script's background job would.
+		d := exec.Command("sleep", "300")
+		d.Stderr = os.Stderr
+		if err := d.Start(); err == nil {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(d.Process.Pid)), 0o644)
+		}
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "scripted", Version: "1"}, nil)
 	obj := map[string]any{"type": "object"}

@@ -12,7 +12,7 @@
 //	cfg := wasmbox.Config{Gate: gate}
 //	if err := mcp.Attach(&cfg, c); err != nil { ... } // the tools, and the server's life, now belong to the Sandbox
 //	sb, err := wasmbox.New(ctx, cfg)
-//	defer sb.Close(ctx) // stops the server
+//	defer sb.Close(ctx) // stops the server (and, on Unix, every process it started)
 //	res, err := sb.Run(ctx, "import tools\nprint(tools.get_sum(a=1, b=2))")
 //
 // # Mapping
