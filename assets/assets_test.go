@@ -5,6 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -66,5 +68,28 @@ func TestTamperedArtifacts(t *testing.T) {
 	delete(m, "BUILDINFO")
 	if _, err := load(m); err == nil {
 		t.Error("a missing artifact was accepted")
+	}
+}
+
+// TestLoadDir: an interpreter read from a directory (python.wasm.gz here) is the embedded one, byte for byte,
+// and a directory without the stdlib is a clear error.
+func TestLoadDir(t *testing.T) {
+	it, err := LoadDir(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	emb, err := Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if it.WasmSHA256 != emb.WasmSHA256 || !bytes.Equal(it.Stdlib, emb.Stdlib) || !bytes.Equal(it.TZData, emb.TZData) {
+		t.Fatalf("LoadDir(.) differs from the embedded interpreter: %s vs %s", it.WasmSHA256, emb.WasmSHA256)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "python.wasm"), []byte("\x00asm"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := LoadDir(dir); err == nil || !strings.Contains(err.Error(), "stdlib.zip") {
+		t.Fatalf("LoadDir without stdlib.zip: %v", err)
 	}
 }

@@ -561,24 +561,11 @@ func sortedKeys(m map[string]engineRow) []string {
 // compareBuilds times W1 and W2 on the shipped interpreter and on the one in dir, interleaved, and prints the
 // medians and ratios (how the build flags are confirmed: pyruntime/MEASURED).
 func compareBuilds(ctx context.Context, dir string, quick bool) error {
-	read := func(name string) ([]byte, error) { return os.ReadFile(dir + "/" + name) }
-	gz, err := read("python.wasm.gz")
+	it, err := assets.LoadDir(dir)
 	if err != nil {
 		return err
 	}
-	wasm, err := assets.Gunzip(gz)
-	if err != nil {
-		return err
-	}
-	stdlib, err := read("stdlib.zip")
-	if err != nil {
-		return err
-	}
-	tz, err := read("tzdata.zip")
-	if err != nil {
-		return err
-	}
-	other, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: &assets.Interpreter{Wasm: wasm, WasmSHA256: "against:" + dir, Stdlib: stdlib, TZData: tz}})
+	other, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it})
 	if err != nil {
 		return err
 	}

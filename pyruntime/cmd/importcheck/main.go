@@ -7,16 +7,11 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"time"
 
@@ -44,31 +39,10 @@ func main() {
 }
 
 func run(dir string) error {
-	read := func(name string) ([]byte, error) { return os.ReadFile(filepath.Join(dir, name)) }
-	// python.wasm (a build's stage) or python.wasm.gz (shipped artifacts).
-	wasm, err := read("python.wasm")
-	if errors.Is(err, fs.ErrNotExist) {
-		var gz []byte
-		if gz, err = read("python.wasm.gz"); err == nil {
-			if wasm, err = assets.Gunzip(gz); err != nil {
-				return fmt.Errorf("python.wasm.gz: %w", err)
-			}
-		}
-	}
+	it, err := assets.LoadDir(dir)
 	if err != nil {
 		return err
 	}
-	stdlib, err := read("stdlib.zip")
-	if err != nil {
-		return err
-	}
-	tz, err := read("tzdata.zip")
-	if err != nil {
-		return err
-	}
-	sum := sha256.Sum256(wasm)
-	it := &assets.Interpreter{Wasm: wasm, WasmSHA256: hex.EncodeToString(sum[:]), Stdlib: stdlib, TZData: tz,
-		BuildInfo: "importcheck"}
 	ctx := context.Background()
 	sb, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it, Timeout: 5 * time.Minute, MemoryLimit: 1 << 30})
 	if err != nil {
