@@ -38,6 +38,9 @@ func compileGeneral(raw json.RawMessage) (*generalSchema, error) {
 	if err := checkRefs(doc); err != nil {
 		return nil, err
 	}
+	if err := checkCost(doc); err != nil {
+		return nil, err
+	}
 	var s jsonschema.Schema
 	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, err
