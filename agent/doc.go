@@ -23,8 +23,8 @@
 //
 // # Notes
 //
-//   - final_answer raises FinalAnswer, which derives from BaseException, so `except Exception` in the model's
-//     code does not swallow it; and it delivers the value before raising (as JSON in a private file of the
+//   - final_answer raises FinalAnswer, which derives from SystemExit with code 0, so `except Exception` in the
+//     model's code does not swallow it and the program ends as a success; and it delivers the value before raising (as JSON in a private file of the
 //     workspace, checked against a per-run nonce), so even a bare `except:` cannot lose it, and printing
 //     something that looks like an answer cannot forge one.
 //   - Each failure is sent back with its traceback and the tool calls that already ran (so the repair does not

@@ -154,13 +154,20 @@ const privateDir = ".wasmbox-agent"
 const answerFile = privateDir + "/answer.json"
 
 // setupCode defines final_answer and FinalAnswer in the session's globals and binds the tools there. FinalAnswer
-// derives from BaseException, so `except Exception` in the model's code does not swallow it; the answer is
-// written to answerFile before the raise, so even a bare `except:` cannot lose it.
+// derives from SystemExit with code 0, so `except Exception` in the model's code does not swallow it and the
+// program ends as a success (exit code 0, no exception: its wasmbox.exec span says "ok"); the answer is written
+// to answerFile before the raise, so even a bare `except:` cannot lose it.
 const setupCode = `def _wasmbox_agent_setup(nonce, path, names):
     import builtins, json, os, tools
 
-    class FinalAnswer(BaseException):
+    class FinalAnswer(SystemExit):
         """Raised by final_answer() to end the program. Do not catch it."""
+
+        def __init__(self):
+            super().__init__(0)  # the program ends with exit code 0, as after sys.exit(0)
+
+        def __str__(self):
+            return "final answer given"
 
     def final_answer(value):
         """Give the answer to the task and end the program.
@@ -175,7 +182,7 @@ const setupCode = `def _wasmbox_agent_setup(nonce, path, names):
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path, "w", encoding="utf-8") as f:
             f.write(data)
-        raise FinalAnswer("final answer given")
+        raise FinalAnswer()
 
     g = globals()
     g["final_answer"] = final_answer

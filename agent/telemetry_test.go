@@ -83,4 +83,13 @@ func TestTraceAgentSteps(t *testing.T) {
 			t.Errorf("step 2 %s = %q, want %q", key, v.Emit(), want)
 		}
 	}
+	// The program that gave the final answer succeeded: its Exec span is not an exception.
+	for _, e := range execs {
+		if !oteltest.ChildOf(e, second) {
+			continue
+		}
+		if v, _ := oteltest.Attr(e, "wasmbox.outcome"); v.Emit() != "ok" || e.Status.Code == codes.Error {
+			t.Errorf("the answering program's exec span: outcome %q, status %v", v.Emit(), e.Status)
+		}
+	}
 }
