@@ -215,9 +215,20 @@ func parseParams(schema json.RawMessage) ([]param, error) {
 			return nil, fmt.Errorf("parameter schema: %w", err)
 		}
 		name := tok.(string)
-		var s map[string]any
-		if err := dec.Decode(&s); err != nil {
+		var raw any
+		if err := dec.Decode(&raw); err != nil {
 			return nil, fmt.Errorf("parameter schema: property %s: %w", name, err)
+		}
+		var s map[string]any
+		switch v := raw.(type) {
+		case map[string]any:
+			s = v
+		case bool: // JSON Schema's boolean forms: true accepts any value (Func derives it for an `any` field)
+			if s = map[string]any{}; !v {
+				s["not"] = map[string]any{}
+			}
+		default:
+			return nil, fmt.Errorf("parameter schema: property %s: a schema is an object or a boolean, not %s", name, bytes.TrimSpace([]byte(fmt.Sprint(raw))))
 		}
 		if !identRE.MatchString(name) || pythonKeywords[name] || name[0] == '_' {
 			return nil, fmt.Errorf("parameter %q is not a usable Python identifier", name)

@@ -144,3 +144,38 @@ func TestUntypedParameterAnnotation(t *testing.T) {
 		t.Errorf("stubs:\n%s", got)
 	}
 }
+
+type noteArgs struct {
+	Name  string         `json:"name"`
+	Extra any            `json:"extra,omitempty"`
+	Tags  map[string]any `json:"tags,omitempty"`
+}
+
+// TestFuncWithAnyField: a struct field of type any (its schema is the boolean schema true) registers, shows as
+// "Any" in Python, and accepts any value; a property whose schema is false accepts none, and one whose schema
+// is neither an object nor a boolean is refused with a clear error.
+func TestFuncWithAnyField(t *testing.T) {
+	r := hostfuncs.NewRegistry()
+	if err := r.Register(hostfuncs.Func("note", "keeps a note", func(ctx context.Context, a noteArgs) (string, error) { return a.Name, nil })); err != nil {
+		t.Fatalf("Register: %v", err)
+	}
+	if got := r.Stubs(); !strings.Contains(got, `extra: "Any" = _MISSING`) {
+		t.Errorf("stubs:\n%s", got)
+	}
+	for _, args := range []string{`{"name":"a","extra":[1,{"x":null}]}`, `{"name":"a","extra":"s","tags":{"k":1}}`} {
+		if err := r.Validate("note", json.RawMessage(args)); err != nil {
+			t.Errorf("%s: %v", args, err)
+		}
+	}
+	nop := func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }
+	r2 := hostfuncs.NewRegistry().MustRegister(hostfuncs.Tool{Name: "never", Handler: nop,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"v":false}}`)})
+	if err := r2.Validate("never", json.RawMessage(`{"v":1}`)); err == nil {
+		t.Error("a property whose schema is false accepted a value")
+	}
+	err := hostfuncs.NewRegistry().Register(hostfuncs.Tool{Name: "bad", Handler: nop,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"v":3}}`)})
+	if !errors.Is(err, hostfuncs.ErrInvalidTool) || !strings.Contains(err.Error(), "object or a boolean") {
+		t.Errorf("property schema 3: %v", err)
+	}
+}
