@@ -3,9 +3,12 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 )
 
 // readSink keeps the test's reads from being optimised away.
@@ -52,6 +55,9 @@ func TestPrivateRangesScanAndRead(t *testing.T) {
 	}
 	scanned := privatePages(t, m, size)
 	if pagemap.noScan.Load() {
+		if kernelAtLeast(t, 6, 7) {
+			t.Fatal("the kernel has PAGEMAP_SCAN (6.7+) but refused our request")
+		}
 		t.Skip("this kernel has no PAGEMAP_SCAN (Linux 6.7+): only the entry reading was checked")
 	}
 	if !slices.Equal(scanned, written) {
@@ -64,4 +70,17 @@ func TestImageResetReadingPagemap(t *testing.T) {
 	forceReadPagemap = true
 	defer func() { forceReadPagemap = false }()
 	TestImageMemoryResetByteForByte(t)
+}
+
+// kernelAtLeast reports whether the running kernel's release is major.minor or later.
+func kernelAtLeast(t *testing.T, major, minor int) bool {
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	var ma, mi int
+	if _, err := fmt.Sscanf(unix.ByteSliceToString(u.Release[:]), "%d.%d", &ma, &mi); err != nil {
+		t.Fatalf("kernel release %q: %v", u.Release[:], err)
+	}
+	return ma > major || ma == major && mi >= minor
 }
