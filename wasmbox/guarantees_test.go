@@ -307,13 +307,17 @@ builtins.LEAK = 2
 json.LEAK = 3
 sys.path.append("/evil")
 os.environ["LEAK"] = "4"
+os.environ["HOME"] = "/evil"
+os.putenv("TZ", "UTC+05")
 open("leak.txt", "w").write("5")
 os.makedirs("/tmp/leakdir")
 os.chdir("/tmp")`)
-	res := run(t, sb, `import os, sys, builtins, json
+	res := run(t, sb, `import os, sys, builtins, json, time
+time.tzset()
 print("leak" in globals(), hasattr(builtins, "LEAK"), hasattr(json, "LEAK"), "/evil" in sys.path,
-      "LEAK" in os.environ, os.path.exists("/workspace/leak.txt"), os.path.exists("/tmp/leakdir"), os.getcwd())`)
-	if want := "False False False False False False False /workspace\n"; res.Stdout != want {
+      "LEAK" in os.environ, os.path.exists("/workspace/leak.txt"), os.path.exists("/tmp/leakdir"), os.getcwd(),
+      os.environ["HOME"], time.timezone)`)
+	if want := "False False False False False False False /workspace /workspace 0\n"; res.Stdout != want {
 		t.Errorf("second run saw %q, want %q", res.Stdout, want)
 	}
 }

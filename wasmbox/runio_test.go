@@ -186,11 +186,11 @@ func TestSessionEnvironmentReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer se.Close(ctx)
-	if _, err := se.Exec(ctx, "import os\nos.environ['LEAK'] = 'x'\ndel os.environ['KEEP']\nv = 5"); err != nil {
+	if _, err := se.Exec(ctx, "import os\nos.environ['LEAK'] = 'x'\ndel os.environ['KEEP']\nos.environ['HOME'] = '/elsewhere'\nv = 5"); err != nil {
 		t.Fatal(err)
 	}
-	res, err := se.Exec(ctx, "import os\nprint(os.environ.get('LEAK'), os.environ.get('KEEP'), v)")
-	if err != nil || res.Stdout != "None 1 5\n" {
+	res, err := se.Exec(ctx, "import os\nprint(os.environ.get('LEAK'), os.environ.get('KEEP'), os.environ['HOME'], v)")
+	if err != nil || res.Stdout != "None 1 /workspace 5\n" {
 		t.Fatalf("stdout %q err %v (globals persist, the environment does not)", res.Stdout, err)
 	}
 }

@@ -3,7 +3,6 @@
 package engine
 
 import (
-	"encoding/binary"
 	"fmt"
 	"os"
 	"runtime"
@@ -245,39 +244,21 @@ func (c *cowImage) put(m *mmapMemory) bool {
 }
 
 // reset restores every page of m that became private (written, hence copied) from the image, and drops what
-// grew beyond the image. /proc/self/pagemap says which pages are private: present or swapped, and not
-// file-backed (bit 61). Pages still shared with the memfd are already equal to the image.
+// grew beyond the image. The kernel says which pages are private (privateRanges): present or swapped, and not
+// the file's own. Pages still shared with the image file are already equal to it.
 func (c *cowImage) reset(m *mmapMemory) error {
-	const page = 4096
 	if c.remapReset {
 		return c.remap(m)
 	}
 	if err := c.dropGrowth(m); err != nil {
 		return err
 	}
-	pm, err := os.Open("/proc/self/pagemap")
-	if err != nil {
-		return err
+	if c.size == 0 {
+		return nil
 	}
-	defer pm.Close()
-	base := uintptr(unsafe.Pointer(&m.region[0]))
-	pages := int(c.size / page)
-	entries := make([]byte, 8*min(pages, 8192))
-	for first := 0; first < pages; first += len(entries) / 8 {
-		n := min(pages-first, len(entries)/8)
-		if _, err := pm.ReadAt(entries[:8*n], int64((base/page+uintptr(first))*8)); err != nil {
-			return err
-		}
-		for i := 0; i < n; i++ {
-			e := binary.LittleEndian.Uint64(entries[8*i:])
-			present, swapped, fileOrShared := e&(1<<63) != 0, e&(1<<62) != 0, e&(1<<61) != 0
-			if (present || swapped) && !fileOrShared {
-				off := (first + i) * page
-				copy(m.region[off:off+page], c.src[off:off+page])
-			}
-		}
-	}
-	return nil
+	return privateRanges(uintptr(unsafe.Pointer(&m.region[0])), c.size, func(off, n uint64) {
+		copy(m.region[off:off+n], c.src[off:off+n])
+	})
 }
 
 // dropGrowth releases what m grew beyond the image and makes it inaccessible again, so the next instance

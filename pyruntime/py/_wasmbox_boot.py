@@ -139,21 +139,40 @@ def install():
     import signal
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.chdir("/workspace")
+    # What every run starts with unless its request says otherwise, set here so that the snapshot holds it and
+    # a fresh run usually has nothing to change (_reset).
+    _line_buffered()
+    os.environ.clear()
+    os.environ.update(_environ({}))
 
 
-def _reset(req):
+def _line_buffered():
     # Line-buffered stdio: every line reaches the host (and its streaming writers) as it is printed, and a run
     # killed at its deadline keeps every complete line it printed.
     for s in (sys.stdout, sys.stderr):
         try:
-            s.reconfigure(line_buffering=True)
+            if not s.line_buffering:
+                s.reconfigure(line_buffering=True)
         except Exception:
             pass
-    env = req.get("env") or {}
-    os.environ.clear()
-    os.environ.update(env)
-    os.environ.setdefault("TMPDIR", "/tmp")
-    os.environ.setdefault("HOME", "/workspace")
+
+
+def _environ(env):
+    want = dict(env)
+    want.setdefault("TMPDIR", "/tmp")
+    want.setdefault("HOME", "/workspace")
+    return want
+
+
+def _reset(req):
+    _line_buffered()
+    # A fresh run starts from the snapshot, where os.environ and the C environment agree (install set both):
+    # when they already hold this run's environment there is nothing to change. A Session's exec always sets
+    # every variable again, because an earlier exec may have changed the C value of one (os.putenv).
+    want = _environ(req.get("env") or {})
+    if req.get("session") or os.environ != want:
+        os.environ.clear()
+        os.environ.update(want)
     # Local time follows TZ (libc re-reads it); time's constants (timezone, tzname...) follow it too, recomputed
     # only when this run's TZ differs from the last one's.
     tz = os.environ.get("TZ")
