@@ -46,7 +46,7 @@ var pagemap struct {
 	once sync.Once
 	f    *os.File
 	err  error
-	// noScan is set once the kernel refused PAGEMAP_SCAN (before 6.7): every reset then reads the entries.
+	// noScan is set once the kernel refused PAGEMAP_SCAN (before 6.7, or filtered): every reset then reads the entries.
 	noScan atomic.Bool
 }
 
@@ -67,7 +67,10 @@ func privateRanges(base uintptr, size uint64, visit func(off, n uint64)) error {
 	}
 	if !forceReadPagemap && !pagemap.noScan.Load() {
 		err := scanPrivate(pagemap.f, base, size, visit)
-		if !errors.Is(err, unix.ENOTTY) && !errors.Is(err, unix.EINVAL) {
+		// Any refusal by the kernel (ENOTTY, EINVAL before 6.7; ENOSYS or EPERM from a seccomp filter or an
+		// emulator) means reading the entries instead; a wrong answer from a scan is an error.
+		var errno unix.Errno
+		if !errors.As(err, &errno) {
 			return err
 		}
 		pagemap.noScan.Store(true)
