@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -158,18 +157,53 @@ func (p *precompiledDir) file(rel string) (string, error) {
 	return path, nil
 }
 
+// mapFile maps rel after checking its size and checksum against the manifest (once per process);
+// fs.ErrNotExist if the manifest does not list it. The checksum is computed over the mapping that is returned,
+// so the bytes used are the bytes checked.
+func (p *precompiledDir) mapFile(rel string) (*engine.MappedFile, error) {
+	rel = filepath.ToSlash(rel)
+	f, listed := p.info.Files[rel]
+	if !listed {
+		return nil, fs.ErrNotExist
+	}
+	m, err := engine.MapFile(filepath.Join(p.dir, filepath.FromSlash(rel)))
+	if err != nil {
+		return nil, p.refuse("%v", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ok[rel] && int64(len(m.Bytes)) == f.Size {
+		return m, nil
+	}
+	var got precompiledFile
+	err = engine.ReadGuard(func() error {
+		got = precompiledFile{Size: int64(len(m.Bytes)), CRC32C: crc32.Checksum(m.Bytes, castagnoli)}
+		return nil
+	})
+	if err == nil && got != f {
+		err = fmt.Errorf("%s changed since it was made (%d bytes, crc32c %08x; the manifest says %d, %08x)", rel, got.Size, got.CRC32C, f.Size, f.CRC32C)
+	}
+	if err != nil {
+		_ = m.Close()
+		return nil, p.refuse("%v", err)
+	}
+	p.ok[rel] = true
+	return m, nil
+}
+
+// fileSum is the size and CRC-32C of a file, computed over a read-only mapping of it (no copy).
 func fileSum(path string) (precompiledFile, error) {
-	f, err := os.Open(path)
+	m, err := engine.MapFile(path)
 	if err != nil {
 		return precompiledFile{}, err
 	}
-	defer f.Close()
-	h := crc32.New(castagnoli)
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return precompiledFile{}, err
-	}
-	return precompiledFile{Size: n, CRC32C: h.Sum32()}, nil
+	defer m.Close()
+	var s precompiledFile
+	err = engine.ReadGuard(func() error {
+		s = precompiledFile{Size: int64(len(m.Bytes)), CRC32C: crc32.Checksum(m.Bytes, castagnoli)}
+		return nil
+	})
+	return s, err
 }
 
 // Precompile bakes into dir everything a process needs to start sandboxes configured like cfg without compiling or
