@@ -2,9 +2,12 @@ package wasmbox
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -233,4 +236,32 @@ func TestExecutableRecord(t *testing.T) {
 	dir = ""
 	hashed("no cache", true)
 	dir = saved2
+}
+
+// The embedded zips are indexed on first use: the same files as an index built at once, and an archive that
+// cannot be read is an error naming it on every Open, never an empty directory.
+func TestLazyZipFS(t *testing.T) {
+	v, err := assets.LoadVerified()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eager, err := zipFS(v.TZData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy := lazyZipFS(v.TZData, "tzdata.zip")
+	want, err := fs.ReadFile(eager, "Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fs.ReadFile(lazy, "Europe/Paris"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("lazy read: %v", err)
+	}
+	broken := lazyZipFS([]byte("not a zip"), "stdlib.zip")
+	for range 2 {
+		_, err := broken.Open("os.py")
+		if !errors.Is(err, ErrInterpreter) || !strings.Contains(err.Error(), "stdlib.zip") {
+			t.Fatalf("broken archive: %v, want ErrInterpreter naming stdlib.zip", err)
+		}
+	}
 }

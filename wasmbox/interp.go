@@ -177,16 +177,22 @@ func compileInterp(ctx context.Context, src *source, c Config, pre *precompiledD
 			cacheDir = "" // an unusable cache directory only costs time
 		}
 	}
-	// The zips first: a broken artifact fails before seconds of compilation.
-	stdlib, err := zipFS(src.stdlib)
-	if err != nil {
-		return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
+	// A caller's zips first: a broken artifact fails before seconds of compilation. The embedded ones, checked
+	// against SHA256SUMS, are indexed when the guest first opens a file in them (a run from a saved snapshot
+	// may never).
+	var stdlib, tz fs.FS
+	if src.gzSHA != "" {
+		stdlib, tz = lazyZipFS(src.stdlib, "stdlib.zip"), lazyZipFS(src.tzdata, "tzdata.zip")
+	} else {
+		var err error
+		if stdlib, err = zipFS(src.stdlib); err != nil {
+			return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
+		}
+		if tz, err = zipFS(src.tzdata); err != nil {
+			return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
+		}
+		starttrace.Mark("interp: open stdlib and tzdata zips")
 	}
-	tz, err := zipFS(src.tzdata)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
-	}
-	starttrace.Mark("interp: open stdlib and tzdata zips")
 	it := &interp{root: rootFS, stdlib: stdlib, zoneinfo: tz, sha256: src.declaredSHA, info: src.info,
 		codeID: src.codeID, dataID: src.dataID, wasmFn: src.wasm, engine: c.Engine, cacheDir: cacheDir,
 		maxBytes: c.CacheMaxBytes, precompiled: pre}
@@ -206,9 +212,11 @@ func compileInterp(ctx context.Context, src *source, c Config, pre *precompiledD
 	if pre != nil {
 		codeDir = pre.dir // read-only: every module it needs is there (openPrecompiled checked)
 	}
-	if it.eng, err = newEngine(ctx, c.Engine, codeDir); err != nil {
+	eng, err := newEngine(ctx, c.Engine, codeDir)
+	if err != nil {
 		return nil, err
 	}
+	it.eng = eng
 	starttrace.Mark("interp: new engine (runtime, WASI, host module)")
 	return it, nil
 }
@@ -250,6 +258,29 @@ func zipFS(b []byte) (fs.FS, error) {
 		return nil, err
 	}
 	return zipfs.New(zr)
+}
+
+// lazyZipFS is a zip's file system, indexed on first use; an archive that cannot be read makes every Open fail
+// with an error naming it.
+func lazyZipFS(b []byte, name string) fs.FS {
+	return &lazyFS{open: sync.OnceValues(func() (fs.FS, error) {
+		f, err := zipFS(b)
+		starttrace.Mark("interp: index " + name + " (first use)")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInterpreter, name, err)
+		}
+		return f, nil
+	})}
+}
+
+type lazyFS struct{ open func() (fs.FS, error) }
+
+func (l *lazyFS) Open(name string) (fs.File, error) {
+	f, err := l.open()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return f.Open(name)
 }
 
 // rootFS is the read-only "/" of the guest: only the directories the mounts hang from.
