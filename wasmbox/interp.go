@@ -338,7 +338,9 @@ func (it *interp) compileID(ctx context.Context, wasm []byte, id *[sha256.Size]b
 		if err == nil {
 			_, err = it.precompiled.file(rel)
 		}
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) && it.precompiled.info.SnapshotOnly {
+			return nil, it.precompiled.refuse("it was made for one configuration only (PrecompileSnapshotOnly, precompile --snapshot-only), and this Sandbox's differs (its Preload, Tools, Packages or Deterministic settings): it would have to compile the %s", what)
+		} else if errors.Is(err, fs.ErrNotExist) {
 			return nil, it.precompiled.refuse("it holds no compiled code for the %s of this build", what)
 		} else if err != nil {
 			return nil, err

@@ -46,7 +46,7 @@ const usageText = `usage:
   wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--output-limit SIZE] [--workspace-size SIZE]
               [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
   wasmbox version [--json]
-  wasmbox precompile [--preload MODULE]... DIR
+  wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
 

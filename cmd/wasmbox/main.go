@@ -5,7 +5,7 @@
 //	            [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE]
 //	wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--max-sessions N] [--idle-timeout D] ...
 //	wasmbox version [--json]
-//	wasmbox precompile [--preload MODULE]... DIR
+//	wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
 //	wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 //
 // Exit codes: 124 on timeout; 2 on usage errors; 125 when wasmbox fails; otherwise the program's own, except that
