@@ -118,21 +118,24 @@ type exeRecord struct {
 }
 
 // executableIdentity is the identity of the running executable's file; ok is false when it cannot be known
-// well enough (no inode or change time). A variable for tests.
+// well enough: no inode or change time, or (on Linux) the file the process runs is not the file at the path it
+// was started from (replaced since, or run through a loader such as valgrind). A variable for tests.
 var executableIdentity = func() (fileIdentity, bool) {
-	path := "/proc/self/exe" // the mapped file itself, even if renamed or unlinked since
-	if runtime.GOOS != "linux" {
-		p, err := os.Executable()
-		if err != nil {
-			return fileIdentity{}, false
-		}
-		path = p
+	p, err := os.Executable()
+	if err != nil {
+		return fileIdentity{}, false
 	}
-	fi, err := os.Stat(path)
+	fi, err := os.Stat(p)
 	if err != nil {
 		return fileIdentity{}, false
 	}
 	id := identityOf(fi)
+	if runtime.GOOS == "linux" {
+		running, err := os.Stat("/proc/self/exe") // the mapped file itself, even if renamed or unlinked since
+		if err != nil || identityOf(running) != id {
+			return fileIdentity{}, false
+		}
+	}
 	return id, id.Ino != 0 && id.CtimeNs != 0
 }
 

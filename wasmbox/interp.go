@@ -345,6 +345,7 @@ func (it *interp) compileID(ctx context.Context, wasm []byte, id *[sha256.Size]b
 		} else if err != nil {
 			return nil, err
 		}
+		starttrace.Mark("precompiled: checksum the compiled code (first use)")
 		return compile()
 	case !wazero: // another engine's cache is its own affair
 		return compile()
