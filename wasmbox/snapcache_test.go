@@ -148,6 +148,13 @@ func TestSnapshotModuleID(t *testing.T) {
 		{"saved ID", nil, false},
 		{"no ID", func(p string) { os.Remove(p) }, false},
 		{"wrong ID", func(p string) { os.WriteFile(p, []byte(strings.Repeat("0", 64)+"\n"), 0o600) }, true},
+		// A damaged module is removed and made again from the interpreter: the same bytes as before, whose code
+		// the cache holds.
+		{"damaged module", func(p string) {
+			m := strings.TrimSuffix(p, ".id") + ".wasm"
+			b, _ := os.ReadFile(m)
+			os.WriteFile(m, b[:len(b)/2], 0o600)
+		}, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := cacheCopy(c.edit)
@@ -163,7 +170,7 @@ func TestSnapshotModuleID(t *testing.T) {
 			if got := slices.Contains(events, "snapshot module"); got != c.compiles {
 				t.Errorf("reported compiling the snapshot module: %v, want %v (events %v)", got, c.compiles, events)
 			}
-			if c.name == "no ID" {
+			if c.name == "no ID" || c.name == "damaged module" {
 				if got, err := os.ReadFile(filepath.Join(dir, "snapshots", filepath.Base(ids[0]))); err != nil || !bytes.Equal(got, want) {
 					t.Errorf("the ID saved for the next process is %q (%v), want %q", got, err, want)
 				}

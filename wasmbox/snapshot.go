@@ -75,9 +75,20 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	if err != nil {
 		return nil, err
 	}
-	defer sm.close() // wazero keeps no reference to the bytes it decodes
+	defer func() { sm.close() }() // wazero keeps no reference to the bytes it decodes
 	starttrace.Mark("snapshot: map module wasm")
 	mod, err := it.compileID(context.WithoutCancel(ctx), sm.wasm, sm.id, "snapshot module")
+	if err != nil && sm.cachePath != "" {
+		// A module in the cache that does not compile (damaged) is removed and made again from the interpreter.
+		sm.close()
+		_ = os.Remove(sm.cachePath)
+		_ = os.Remove(filepath.Join(filepath.Dir(sm.cachePath), snapshotModuleID(filepath.Base(sm.cachePath))))
+		if sm, err = it.snapshotWasm(sp); err != nil {
+			sm = &snapModuleBytes{close: func() {}}
+			return nil, err
+		}
+		mod, err = it.compileID(context.WithoutCancel(ctx), sm.wasm, sm.id, "snapshot module")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
@@ -95,6 +106,8 @@ type snapModuleBytes struct {
 	wasm  []byte
 	id    *[sha256.Size]byte
 	close func()
+	// cachePath is the cache file the bytes were mapped from ("" if they were made now or are precompiled).
+	cachePath string
 }
 
 // snapshotModuleID names the file next to a saved snapshot module that holds its wazero module ID (hex), so that
@@ -138,7 +151,7 @@ func (it *interp) snapshotWasm(sp uint64) (*snapModuleBytes, error) {
 		path = filepath.Join(it.cacheDir, "snapshots", name)
 		if m, err := engine.MapFile(path); err == nil {
 			touch(path)
-			sm := &snapModuleBytes{wasm: m.Bytes, close: func() { _ = m.Close() }}
+			sm := &snapModuleBytes{wasm: m.Bytes, close: func() { _ = m.Close() }, cachePath: path}
 			if b, err := os.ReadFile(filepath.Join(it.cacheDir, "snapshots", snapshotModuleID(name))); err == nil {
 				sm.id, _ = parseModuleID(b)
 			}
