@@ -49,13 +49,14 @@ func EnableSince(t0 time.Time, name string) {
 const EnvVar = "WASMBOX_STARTTRACE"
 
 // FromEnv enables recording when EnvVar is set: with a first phase "process start, Go runtime and package init"
-// from the time it names, or from now if it is not a number. It reports whether recording is on.
+// from the time it names, or from now if it is not a time in the last minute. It reports whether recording is on.
 func FromEnv(getenv func(string) string) bool {
 	v := getenv(EnvVar)
 	if v == "" {
 		return false
 	}
-	if ns, err := strconv.ParseInt(v, 10, 64); err == nil && ns > 0 {
+	// A time in the last minute (a parent's start of this process); anything else ("1") means from now.
+	if ns, err := strconv.ParseInt(v, 10, 64); err == nil && time.Since(time.Unix(0, ns)) >= 0 && time.Since(time.Unix(0, ns)) < time.Minute {
 		EnableSince(time.Unix(0, ns), ProcessStart)
 	} else {
 		Enable()
