@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"time"
 
@@ -55,16 +56,16 @@ func embeddedSource(cacheDir string, maxBytes int64, pre *precompiledDir) (*sour
 }
 
 func loadEmbedded(cacheDir string, maxBytes int64, pre *precompiledDir) (*source, error) {
-	v, err := assets.LoadVerified()
+	dir := ""
+	if cacheDir != "" {
+		dir = filepath.Join(cacheDir, "artifacts")
+	}
+	v, err := loadAssets(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInterpreter, err)
 	}
 	src := &source{stdlib: v.Stdlib, tzdata: v.TZData, info: v.BuildInfo, gzSHA: v.WasmGzSHA256,
 		dataID: "embedded " + v.StdlibSHA256 + " " + v.TZDataSHA256}
-	dir := ""
-	if cacheDir != "" {
-		dir = filepath.Join(cacheDir, "artifacts")
-	}
 	if pre != nil && pre.info.GzSHA256 == v.WasmGzSHA256 && len(pre.info.CodeID) == 64 {
 		m := &artifactManifest{GzSHA256: v.WasmGzSHA256, WasmSHA256: pre.info.CodeID}
 		if c, ok := readArtifact(dir, v.WasmGzSHA256); ok && c.WasmSHA256 == m.WasmSHA256 {
@@ -98,6 +99,81 @@ func loadEmbedded(cacheDir string, maxBytes int64, pre *precompiledDir) (*source
 		enforceCacheCap(cacheDir, maxBytes, cacheMinAge)
 	}
 	return src, nil
+}
+
+// The embedded artifacts are part of the executable file, so checking them against SHA256SUMS in every process
+// (a pass of SHA-256 over 15 MB) proves nothing new while that file is the same: the cache keeps, per
+// executable, a record <CacheDir>/artifacts/exe-<key>.json that this executable's files were checked, with the
+// executable file's identity (device, inode, size, modification and change times) and the hash of its
+// SHA256SUMS. A process whose executable has that identity takes the hashes SHA256SUMS declares; a rebuilt,
+// replaced or modified executable no longer matches and is checked again. Like the artifact entries, this is
+// against accidents, not attackers (whoever can write the cache can change the native code in it); where the
+// system gives no inode and change time, every process checks.
+const exeRecordFormat = "wasmbox-exe-checked-v1"
+
+type exeRecord struct {
+	Format     string       `json:"format"`
+	SHA256SUMS string       `json:"sha256sums_sha256"`
+	Exe        fileIdentity `json:"executable"`
+}
+
+// executableIdentity is the identity of the running executable's file; ok is false when it cannot be known
+// well enough: no inode or change time, or (on Linux) the file the process runs is not the file at the path it
+// was started from (replaced since, or run through a loader such as valgrind). A variable for tests.
+var executableIdentity = func() (fileIdentity, bool) {
+	p, err := os.Executable()
+	if err != nil {
+		return fileIdentity{}, false
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		return fileIdentity{}, false
+	}
+	id := identityOf(fi)
+	if runtime.GOOS == "linux" {
+		running, err := os.Stat("/proc/self/exe") // the mapped file itself, even if renamed or unlinked since
+		if err != nil || identityOf(running) != id {
+			return fileIdentity{}, false
+		}
+	}
+	return id, id.Ino != 0 && id.CtimeNs != 0
+}
+
+// exeRecordPath names the record of this executable and SHA256SUMS in dir ("" if there is none to keep).
+func exeRecordPath(dir string) (string, exeRecord) {
+	if dir == "" {
+		return "", exeRecord{}
+	}
+	id, ok := executableIdentity()
+	if !ok {
+		return "", exeRecord{}
+	}
+	sums := sha256.Sum256(assets.SHA256SUMS())
+	rec := exeRecord{Format: exeRecordFormat, SHA256SUMS: hex.EncodeToString(sums[:]), Exe: id}
+	b, _ := json.Marshal(rec)
+	key := sha256.Sum256(b)
+	return filepath.Join(dir, "exe-"+hex.EncodeToString(key[:16])+".json"), rec
+}
+
+// loadAssets returns the embedded artifacts: checked against SHA256SUMS, unless the artifact cache in dir
+// records that this executable's were.
+func loadAssets(dir string) (*assets.Verified, error) {
+	path, rec := exeRecordPath(dir)
+	if path != "" {
+		if b, err := os.ReadFile(path); err == nil {
+			var got exeRecord
+			if json.Unmarshal(b, &got) == nil && got == rec {
+				touch(path)
+				return assets.LoadDeclared()
+			}
+		}
+	}
+	v, err := assets.LoadVerified()
+	if err == nil && path != "" && os.MkdirAll(dir, 0o700) == nil {
+		b, _ := json.Marshal(rec)
+		_ = writeFileAtomic(path, b)
+	}
+	return v, err
 }
 
 func artifactPaths(dir, gz string) (wasm, manifest string) {

@@ -2,9 +2,12 @@ package wasmbox
 
 import (
 	"bytes"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -164,5 +167,101 @@ func TestCacheCap(t *testing.T) {
 	enforceCacheCap(root, -1, 0)
 	if !exists(filepath.Join(code, "cccc")) {
 		t.Error("a negative cap removed an entry")
+	}
+}
+
+// The embedded artifacts are hashed once per executable file: a later process of the same executable takes the
+// hashes SHA256SUMS declares, and another executable (or a damaged or foreign record) is checked again.
+func TestExecutableRecord(t *testing.T) {
+	saved := executableIdentity
+	defer func() { executableIdentity = saved }()
+	exe := fileIdentity{Dev: 1, Ino: 42, Size: 1 << 20, MtimeNs: 1, CtimeNs: 2}
+	known := true
+	executableIdentity = func() (fileIdentity, bool) { return exe, known }
+	dir := filepath.Join(t.TempDir(), "artifacts")
+	hashed := func(name string, want bool) {
+		t.Helper()
+		starttrace.Enable()
+		v, err := loadAssets(dir)
+		phases := starttrace.Take()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		// LoadVerified hashes once per process and remembers; LoadDeclared marks every call.
+		got := !slices.ContainsFunc(phases, func(p starttrace.Phase) bool {
+			return p.Name == "assets: embedded, checked by an earlier run of this executable"
+		})
+		if got != want {
+			t.Errorf("%s: hashed %v, want %v", name, got, want)
+		}
+		ref, err := assets.LoadVerified()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.WasmGzSHA256 != ref.WasmGzSHA256 || v.StdlibSHA256 != ref.StdlibSHA256 || v.TZDataSHA256 != ref.TZDataSHA256 ||
+			!bytes.Equal(v.WasmGz, ref.WasmGz) {
+			t.Errorf("%s: the artifacts differ from the verified ones", name)
+		}
+	}
+	hashed("first process", true)
+	hashed("same executable", false)
+	path, _ := exeRecordPath(dir)
+	if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("record %s: %v", path, err)
+	}
+
+	exe.CtimeNs++ // modified in place
+	hashed("changed executable", true)
+	hashed("changed executable, recorded", false)
+	exe.Ino++ // replaced
+	hashed("replaced executable", true)
+
+	path, _ = exeRecordPath(dir)
+	for name, content := range map[string]string{
+		"broken record":  "{",
+		"foreign record": `{"format":"wasmbox-exe-checked-v1","sha256sums_sha256":"00","executable":{}}`,
+		"empty record":   "",
+	} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		hashed(name, true)
+	}
+
+	known = false // no inode or change time: every process checks
+	hashed("unknown identity", true)
+	hashed("unknown identity again", true)
+	known = true
+	saved2 := dir
+	dir = ""
+	hashed("no cache", true)
+	dir = saved2
+}
+
+// The embedded zips are indexed on first use: the same files as an index built at once, and an archive that
+// cannot be read is an error naming it on every Open, never an empty directory.
+func TestLazyZipFS(t *testing.T) {
+	v, err := assets.LoadVerified()
+	if err != nil {
+		t.Fatal(err)
+	}
+	eager, err := zipFS(v.TZData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lazy := lazyZipFS(v.TZData, "tzdata.zip")
+	want, err := fs.ReadFile(eager, "Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := fs.ReadFile(lazy, "Europe/Paris"); err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("lazy read: %v", err)
+	}
+	broken := lazyZipFS([]byte("not a zip"), "stdlib.zip")
+	for range 2 {
+		_, err := broken.Open("os.py")
+		if !errors.Is(err, ErrInterpreter) || !strings.Contains(err.Error(), "stdlib.zip") {
+			t.Fatalf("broken archive: %v, want ErrInterpreter naming stdlib.zip", err)
+		}
 	}
 }

@@ -177,16 +177,22 @@ func compileInterp(ctx context.Context, src *source, c Config, pre *precompiledD
 			cacheDir = "" // an unusable cache directory only costs time
 		}
 	}
-	// The zips first: a broken artifact fails before seconds of compilation.
-	stdlib, err := zipFS(src.stdlib)
-	if err != nil {
-		return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
+	// A caller's zips first: a broken artifact fails before seconds of compilation. The embedded ones, checked
+	// against SHA256SUMS, are indexed when the guest first opens a file in them (a run from a saved snapshot
+	// may never).
+	var stdlib, tz fs.FS
+	if src.gzSHA != "" {
+		stdlib, tz = lazyZipFS(src.stdlib, "stdlib.zip"), lazyZipFS(src.tzdata, "tzdata.zip")
+	} else {
+		var err error
+		if stdlib, err = zipFS(src.stdlib); err != nil {
+			return nil, fmt.Errorf("%w: stdlib.zip: %w", ErrInterpreter, err)
+		}
+		if tz, err = zipFS(src.tzdata); err != nil {
+			return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
+		}
+		starttrace.Mark("interp: open stdlib and tzdata zips")
 	}
-	tz, err := zipFS(src.tzdata)
-	if err != nil {
-		return nil, fmt.Errorf("%w: tzdata.zip: %w", ErrInterpreter, err)
-	}
-	starttrace.Mark("interp: open stdlib and tzdata zips")
 	it := &interp{root: rootFS, stdlib: stdlib, zoneinfo: tz, sha256: src.declaredSHA, info: src.info,
 		codeID: src.codeID, dataID: src.dataID, wasmFn: src.wasm, engine: c.Engine, cacheDir: cacheDir,
 		maxBytes: c.CacheMaxBytes, precompiled: pre}
@@ -206,9 +212,11 @@ func compileInterp(ctx context.Context, src *source, c Config, pre *precompiledD
 	if pre != nil {
 		codeDir = pre.dir // read-only: every module it needs is there (openPrecompiled checked)
 	}
-	if it.eng, err = newEngine(ctx, c.Engine, codeDir); err != nil {
+	eng, err := newEngine(ctx, c.Engine, codeDir)
+	if err != nil {
 		return nil, err
 	}
+	it.eng = eng
 	starttrace.Mark("interp: new engine (runtime, WASI, host module)")
 	return it, nil
 }
@@ -252,6 +260,29 @@ func zipFS(b []byte) (fs.FS, error) {
 	return zipfs.New(zr)
 }
 
+// lazyZipFS is a zip's file system, indexed on first use; an archive that cannot be read makes every Open fail
+// with an error naming it.
+func lazyZipFS(b []byte, name string) fs.FS {
+	return &lazyFS{open: sync.OnceValues(func() (fs.FS, error) {
+		f, err := zipFS(b)
+		starttrace.Mark("interp: index " + name + " (first use)")
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s: %w", ErrInterpreter, name, err)
+		}
+		return f, nil
+	})}
+}
+
+type lazyFS struct{ open func() (fs.FS, error) }
+
+func (l *lazyFS) Open(name string) (fs.File, error) {
+	f, err := l.open()
+	if err != nil {
+		return nil, &fs.PathError{Op: "open", Path: name, Err: err}
+	}
+	return f.Open(name)
+}
+
 // rootFS is the read-only "/" of the guest: only the directories the mounts hang from.
 var rootFS = func() fs.FS {
 	var buf bytes.Buffer
@@ -270,25 +301,62 @@ var rootFS = func() fs.FS {
 // onCompileKey carries Config.OnCompile to the compilations New causes (the interp is shared by Sandboxes).
 type onCompileKey struct{}
 
-// compile compiles a module through the engine's cache. With a precompiled directory, the module's code must be
-// in it (checked first); otherwise a compilation the cache cannot answer is reported to OnCompile and followed by
-// the cache's size cap, and a hit marks the code file as used.
+// compile compiles a module through the engine's cache.
 func (it *interp) compile(ctx context.Context, wasm []byte, what string) (engine.Module, error) {
+	return it.compileID(ctx, wasm, nil, what)
+}
+
+// compileID compiles a module through the engine's cache; id is wazero's ID of the module when the caller knows
+// it (nil: the module is hashed to find out whether the cache holds it). With a precompiled directory, the
+// module's code must be in it (checked first); otherwise a compilation the cache cannot answer is reported to
+// OnCompile and followed by the cache's size cap, and a hit marks the code file as used. The module may be a
+// mapped file: a fault while wazero reads it is an error, not a crash.
+func (it *interp) compileID(ctx context.Context, wasm []byte, id *[sha256.Size]byte, what string) (engine.Module, error) {
 	wazero := it.engine == "" || it.engine == "wazero"
+	compile := func() (mod engine.Module, err error) {
+		err = engine.ReadGuard(func() error {
+			mod, err = it.eng.Compile(ctx, wasm)
+			return err
+		})
+		return mod, err
+	}
+	codeFile := func(dir string) (string, error) {
+		if id != nil {
+			return engine.WazeroCodeFileForID(dir, *id), nil
+		}
+		var f string
+		err := engine.ReadGuard(func() error { f = engine.WazeroCodeFile(dir, wasm); return nil })
+		return f, err
+	}
 	switch {
 	case it.precompiled != nil:
-		rel, err := filepath.Rel(it.precompiled.dir, engine.WazeroCodeFile(it.precompiled.dir, wasm))
+		f, err := codeFile(it.precompiled.dir)
+		if err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(it.precompiled.dir, f)
 		if err == nil {
 			_, err = it.precompiled.file(rel)
 		}
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) && it.precompiled.info.SnapshotOnly {
+			return nil, it.precompiled.refuse("it was made for one configuration only (PrecompileSnapshotOnly, precompile --snapshot-only), and this Sandbox's differs (its Preload, Tools, Packages or Deterministic settings): it would have to compile the %s", what)
+		} else if errors.Is(err, fs.ErrNotExist) {
 			return nil, it.precompiled.refuse("it holds no compiled code for the %s of this build", what)
 		} else if err != nil {
 			return nil, err
 		}
-		return it.eng.Compile(ctx, wasm)
+		starttrace.Mark("precompiled: checksum the compiled code (first use)")
+		return compile()
 	case !wazero: // another engine's cache is its own affair
-		return it.eng.Compile(ctx, wasm)
+		return compile()
+	case it.cacheDir != "" && id != nil:
+		f, _ := codeFile(it.cacheDir)
+		if _, err := os.Stat(f); err == nil {
+			mod, err := compile()
+			touch(f)
+			return mod, err
+		}
+		return it.compileMiss(ctx, compile, what)
 	case it.cacheDir != "":
 		// The compile starts at once; whether the cache holds it (hashing the module again to name its file)
 		// is found out beside it, so a hit costs no extra time on a second core.
@@ -297,38 +365,44 @@ func (it *interp) compile(ctx context.Context, wasm []byte, what string) (engine
 			err error
 		}
 		done := make(chan result, 1)
-		start := time.Now()
 		go func() {
-			m, err := it.eng.Compile(ctx, wasm)
+			m, err := compile()
 			done <- result{m, err}
 		}()
-		codeFile := engine.WazeroCodeFile(it.cacheDir, wasm)
-		if _, err := os.Stat(codeFile); err == nil {
+		f, err := codeFile(it.cacheDir)
+		if _, serr := os.Stat(f); err == nil && serr == nil {
 			r := <-done
-			touch(codeFile)
+			touch(f)
 			return r.mod, r.err
 		}
-		notify, _ := ctx.Value(onCompileKey{}).(func(CompileEvent))
-		if notify != nil {
-			notify(CompileEvent{Module: what})
-		}
-		r := <-done
-		if notify != nil {
-			notify(CompileEvent{Module: what, Done: true, Elapsed: time.Since(start), Err: r.err})
-		}
-		if r.err == nil {
-			enforceCacheCap(it.cacheDir, it.maxBytes, cacheMinAge)
-		}
-		return r.mod, r.err
+		return it.compileMiss(ctx, func() (engine.Module, error) { r := <-done; return r.mod, r.err }, what)
 	}
 	notify, _ := ctx.Value(onCompileKey{}).(func(CompileEvent))
 	if notify != nil {
 		notify(CompileEvent{Module: what})
 	}
 	start := time.Now()
-	mod, err := it.eng.Compile(ctx, wasm)
+	mod, err := compile()
 	if notify != nil {
 		notify(CompileEvent{Module: what, Done: true, Elapsed: time.Since(start), Err: err})
+	}
+	return mod, err
+}
+
+// compileMiss waits for a compilation the cache does not hold, reporting it to OnCompile, and then applies the
+// cache's size cap.
+func (it *interp) compileMiss(ctx context.Context, wait func() (engine.Module, error), what string) (engine.Module, error) {
+	start := time.Now()
+	notify, _ := ctx.Value(onCompileKey{}).(func(CompileEvent))
+	if notify != nil {
+		notify(CompileEvent{Module: what})
+	}
+	mod, err := wait()
+	if notify != nil {
+		notify(CompileEvent{Module: what, Done: true, Elapsed: time.Since(start), Err: err})
+	}
+	if err == nil {
+		enforceCacheCap(it.cacheDir, it.maxBytes, cacheMinAge)
 	}
 	return mod, err
 }

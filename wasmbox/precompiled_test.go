@@ -167,3 +167,29 @@ func TestPrecompiledDirRefused(t *testing.T) {
 		})
 	}
 }
+
+// A snapshot-only directory holds one compiled module (the one a run needs), starts its own configuration, and
+// refuses another with an error that says why, instead of compiling.
+func TestPrecompiledSnapshotOnly(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "pre")
+	if err := wasmbox.PrecompileSnapshotOnly(ctx, dir, wasmbox.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	code, _ := filepath.Glob(filepath.Join(dir, "wazero-*", "*"))
+	if len(code) != 1 {
+		t.Fatalf("compiled modules in a snapshot-only directory: %v, want 1", code)
+	}
+	sb, err := wasmbox.New(ctx, wasmbox.Config{PrecompiledDir: dir, CacheDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	if res, err := sb.Run(ctx, "print(6 * 7)"); err != nil || res.Stdout != "42\n" {
+		t.Fatalf("run: %v %v", res, err)
+	}
+	_, err = wasmbox.New(ctx, wasmbox.Config{PrecompiledDir: dir, CacheDir: t.TempDir(), Preload: []string{"csv"}})
+	if !errors.Is(err, wasmbox.ErrPrecompiled) || !strings.Contains(err.Error(), "one configuration only") {
+		t.Fatalf("another configuration: %v, want ErrPrecompiled saying the directory serves one configuration", err)
+	}
+}

@@ -1,12 +1,16 @@
 package wasmbox
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
@@ -67,12 +71,24 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	if m, ok := it.snapMods[sp]; ok {
 		return m, nil
 	}
-	wasm, err := it.snapshotWasm(sp)
+	sm, err := it.snapshotWasm(sp)
 	if err != nil {
 		return nil, err
 	}
-	starttrace.Mark("snapshot: read module wasm")
-	mod, err := it.compile(context.WithoutCancel(ctx), wasm, "snapshot module")
+	defer func() { sm.close() }() // wazero keeps no reference to the bytes it decodes
+	starttrace.Mark("snapshot: map module wasm")
+	mod, err := it.compileID(context.WithoutCancel(ctx), sm.wasm, sm.id, "snapshot module")
+	if err != nil && sm.cachePath != "" {
+		// A module in the cache that does not compile (damaged) is removed and made again from the interpreter.
+		sm.close()
+		_ = os.Remove(sm.cachePath)
+		_ = os.Remove(filepath.Join(filepath.Dir(sm.cachePath), snapshotModuleID(filepath.Base(sm.cachePath))))
+		if sm, err = it.snapshotWasm(sp); err != nil {
+			sm = &snapModuleBytes{close: func() {}}
+			return nil, err
+		}
+		mod, err = it.compileID(context.WithoutCancel(ctx), sm.wasm, sm.id, "snapshot module")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
@@ -84,17 +100,48 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	return mod, nil
 }
 
-// snapshotWasm rewrites the interpreter for snapshots, or reads the rewrite that a precompiled directory holds or
+// snapModuleBytes is the snapshot module's wasm and, when known, wazero's ID of it (nil: not known, to be
+// computed by hashing the module).
+type snapModuleBytes struct {
+	wasm  []byte
+	id    *[sha256.Size]byte
+	close func()
+	// cachePath is the cache file the bytes were mapped from ("" if they were made now or are precompiled).
+	cachePath string
+}
+
+// snapshotModuleID names the file next to a saved snapshot module that holds its wazero module ID (hex), so that
+// a later process finds the module's compiled code without a pass over the module. It is trusted like the module
+// next to it; a wrong one costs only a wrong guess of whether the cache holds the code (wazero hashes the module
+// itself to find the code it loads).
+func snapshotModuleID(name string) string { return strings.TrimSuffix(name, ".wasm") + ".id" }
+
+func parseModuleID(b []byte) (*[sha256.Size]byte, bool) {
+	var id [sha256.Size]byte
+	if n, err := hex.Decode(id[:], bytes.TrimSpace(b)); err != nil || n != sha256.Size {
+		return nil, false
+	}
+	return &id, true
+}
+
+// snapshotWasm rewrites the interpreter for snapshots, or maps the rewrite that a precompiled directory holds or
 // an earlier process saved next to the compilation cache (it depends only on the interpreter and the stack
 // pointer).
-func (it *interp) snapshotWasm(sp uint64) ([]byte, error) {
+func (it *interp) snapshotWasm(sp uint64) (*snapModuleBytes, error) {
 	name := fmt.Sprintf("module-%s-%d.wasm", it.codeID, sp)
 	if it.precompiled != nil {
-		p, err := it.precompiled.file("snapshots/" + name)
+		m, err := it.precompiled.mapFile("snapshots/" + name)
 		if err == nil {
-			if b, err := os.ReadFile(p); err == nil {
-				return b, nil
+			sm := &snapModuleBytes{wasm: m.Bytes, close: func() { _ = m.Close() }}
+			if p, err := it.precompiled.file("snapshots/" + snapshotModuleID(name)); err == nil {
+				if b, err := os.ReadFile(p); err == nil {
+					sm.id, _ = parseModuleID(b)
+				}
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				sm.close()
+				return nil, err
 			}
+			return sm, nil
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
@@ -102,9 +149,22 @@ func (it *interp) snapshotWasm(sp uint64) ([]byte, error) {
 	var path string
 	if it.cacheDir != "" {
 		path = filepath.Join(it.cacheDir, "snapshots", name)
-		if b, err := os.ReadFile(path); err == nil {
+		if m, err := engine.MapFile(path); err == nil {
 			touch(path)
-			return b, nil
+			sm := &snapModuleBytes{wasm: m.Bytes, close: func() { _ = m.Close() }, cachePath: path}
+			if b, err := os.ReadFile(filepath.Join(it.cacheDir, "snapshots", snapshotModuleID(name))); err == nil {
+				sm.id, _ = parseModuleID(b)
+			}
+			if sm.id == nil { // saved by an older wasmbox: name its code once, for the next process
+				var id [sha256.Size]byte
+				if err := engine.ReadGuard(func() error { id = engine.WazeroModuleID(m.Bytes); return nil }); err != nil {
+					sm.close()
+					return nil, err
+				}
+				sm.id = &id
+				_ = writeFileAtomic(filepath.Join(it.cacheDir, "snapshots", snapshotModuleID(name)), []byte(hex.EncodeToString(id[:])+"\n"))
+			}
+			return sm, nil
 		}
 	}
 	orig, err := it.wasmBytes()
@@ -123,8 +183,11 @@ func (it *interp) snapshotWasm(sp uint64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
+	id := engine.WazeroModuleID(wasm)
 	if path != "" && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
-		_ = writeFileAtomic(path, wasm)
+		if writeFileAtomic(path, wasm) == nil {
+			_ = writeFileAtomic(filepath.Join(filepath.Dir(path), snapshotModuleID(name)), []byte(hex.EncodeToString(id[:])+"\n"))
+		}
 	}
-	return wasm, nil
+	return &snapModuleBytes{wasm: wasm, id: &id, close: func() {}}, nil
 }

@@ -1,7 +1,7 @@
 // Command compare runs the same workloads on wasmbox and on native CPython in one process run and prints the
 // ratios:
 //
-//	go run ./bench/compare [-quick] [-json] [-p2]
+//	go run ./bench/compare [-quick] [-json] [-p2 [-p2-rounds N] [-p2-cli BIN]]
 //
 // W0 fresh sandbox + print(1) p50/p90; W1 pure-Python loop; W2 json of 20k dicts; W3 tool calls through the
 // Gate; W4 memory added per live idle sandbox; W5 trivial runs per second on all cores. The hard deadline is on
@@ -76,9 +76,11 @@ func main() {
 	guestLoop := flag.Int("guest-loop", 0, "internal: run W1 with N iterations in one sandbox and exit (what -callgrind counts)")
 	plain := flag.Bool("plain", false, "internal: with -guest-loop, use the interpreter without the deadline counter")
 	p2Only := flag.Bool("p2", false, "measure only P2 (new process → first result) and its parts")
+	p2Rounds := flag.Int("p2-rounds", 7, "with -p2: interleaved rounds")
+	p2CLI := flag.String("p2-cli", "", "with -p2: the wasmbox CLI binary to time (default: build ./cmd/wasmbox)")
 	flag.Parse()
 	if *p2Only {
-		r, err := measureP2(context.Background(), 7)
+		r, err := measureP2(context.Background(), *p2Rounds, *p2CLI)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
 			os.Exit(1)
@@ -348,7 +350,7 @@ func run(quick, asJSON, cg bool) error {
 
 	// P2: a new process (the CLI) to its first result, with the cache warm and from a precompiled directory, with
 	// its parts (p2.go).
-	if p2, err := measureP2(ctx, max(reps, 5)); err == nil {
+	if p2, err := measureP2(ctx, max(reps, 5), ""); err == nil {
 		r.P2, r.NewProcessP50MS = p2, &p2.CLIWarmCache.MedianMS
 	} else {
 		r.Skipped = append(r.Skipped, "P2 new process: "+err.Error())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmbox/wasmbox/internal/starttrace"
@@ -16,17 +19,22 @@ import (
 )
 
 // P2 is a new process's first result with the cache warm, and from a precompiled directory. Each round runs, one
-// after the other, the CLI (`wasmbox run -c 'print(1)'`) and this binary as a child that times the parts of the
-// same start (New + the first Run), both with the warm cache and with the precompiled directory; the report gives
-// the median of the rounds and their msSpread (min–max). The parts are also given as process CPU time (user +
-// system, all threads), which a loaded machine inflates less than wall time.
+// after the other, the CLI (`wasmbox run -c 'print(1)'`) and this binary as a child that imports the sandbox
+// package only (New + the first Run, no CLI), both with the warm cache and with the precompiled directory. Every
+// process is timed whole, from just before the parent starts it to the end of its wait, and in parts: the parent
+// hands it its start time (WASMBOX_STARTTRACE), so its first part is the exec, the Go runtime and package
+// initialisation; then the phases of New and Run; the last part is what remains (closing, exit). The report gives
+// the median of the rounds and their spread (min–max), as wall time and as process CPU time (user + system, all
+// threads), which a loaded machine inflates less than wall time.
 
 // p2ChildFlag makes this binary the P2 child: one New + Run(print(1)) with the start phases timed, printed as
 // JSON on stdout.
 const p2ChildFlag = "-p2-child"
 
 func p2Child() {
-	starttrace.Enable()
+	if !starttrace.FromEnv(os.Getenv) {
+		starttrace.Enable()
+	}
 	ctx := context.Background()
 	sb, err := wasmbox.New(ctx, wasmbox.Config{CacheDir: os.Getenv("WASMBOX_CACHE_DIR"), PrecompiledDir: os.Getenv("WASMBOX_PRECOMPILED")})
 	if err != nil {
@@ -39,7 +47,9 @@ func p2Child() {
 		fmt.Fprintln(os.Stderr, "run:", err)
 		os.Exit(1)
 	}
-	starttrace.Mark("first Run(print(1))")
+	starttrace.Mark("first Run")
+	_ = sb.Close(ctx)
+	starttrace.Mark("Close")
 	_ = json.NewEncoder(os.Stdout).Encode(starttrace.Take())
 }
 
@@ -65,27 +75,97 @@ type p2Part struct {
 	CPU  msSpread `json:"cpu"`
 }
 
+// p2Case is one kind of process (the CLI or the package alone, warm cache or precompiled directory) over the
+// rounds: its whole time and its parts.
+type p2Case struct {
+	Name  string   `json:"name"`
+	Wall  msSpread `json:"wall"`
+	CPU   msSpread `json:"cpu"`
+	Parts []p2Part `json:"parts"`
+}
+
 type p2Report struct {
-	Rounds            int      `json:"rounds"`
+	Rounds int `json:"rounds"`
+	// CLIWarmCache and CLIPrecompiled are the CLI's whole-process wall times (the P2 figure).
 	CLIWarmCache      msSpread `json:"cli_warm_cache"`
 	CLIPrecompiled    msSpread `json:"cli_precompiled"`
-	PartsWarmCache    []p2Part `json:"parts_warm_cache"`
-	PartsPrecompiled  []p2Part `json:"parts_precompiled"`
+	Cases             []p2Case `json:"cases"`
 	PrecompiledBytes  int64    `json:"precompiled_dir_bytes"`
+	PrecompiledFiles  []string `json:"precompiled_files"`
 	PrecompileSeconds float64  `json:"precompile_seconds"`
 }
 
-// measureP2 builds the CLI, warms the cache (the default one, or $WASMBOX_CACHE_DIR), bakes a precompiled
-// directory, then runs rounds interleaved rounds.
-func measureP2(ctx context.Context, rounds int) (*p2Report, error) {
+// p2Run is one process: its whole wall and CPU time and the phases it reported.
+type p2Run struct {
+	wall, cpu time.Duration
+	phases    []starttrace.Phase
+}
+
+const p2Rest = "the rest: closing, exit"
+
+// runTraced runs a process with WASMBOX_STARTTRACE set to the moment it is started and returns its times; phases
+// parses the phases from its stdout and stderr.
+func runTraced(ctx context.Context, name string, args []string, env []string, phases func(stdout, stderr []byte) ([]starttrace.Phase, error)) (p2Run, error) {
+	cmd := exec.CommandContext(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	start := time.Now()
+	cmd.Env = append(append(os.Environ(), env...), starttrace.EnvVar+"="+strconv.FormatInt(start.UnixNano(), 10))
+	if err := cmd.Start(); err != nil {
+		return p2Run{}, err
+	}
+	err := cmd.Wait()
+	r := p2Run{wall: time.Since(start)}
+	if err != nil {
+		return r, fmt.Errorf("%s %v: %v: %s", filepath.Base(name), args, err, stderr.String())
+	}
+	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	ph, err := phases(stdout.Bytes(), stderr.Bytes())
+	if err != nil {
+		return r, fmt.Errorf("%s %v: %v", filepath.Base(name), args, err)
+	}
+	var w, c time.Duration
+	for _, p := range ph {
+		w, c = w+p.Took, c+p.CPU
+	}
+	r.phases = append(ph, starttrace.Phase{Name: p2Rest, Took: r.wall - w, CPU: r.cpu - c})
+	return r, nil
+}
+
+// cliPhases reads the CLI's "wasmbox starttrace:" line and checks that the program printed 1.
+func cliPhases(stdout, stderr []byte) ([]starttrace.Phase, error) {
+	if string(stdout) != "1\n" {
+		return nil, fmt.Errorf("printed %q", stdout)
+	}
+	const prefix = "wasmbox starttrace: "
+	for _, line := range strings.Split(string(stderr), "\n") {
+		if rest, ok := strings.CutPrefix(line, prefix); ok {
+			var ph []starttrace.Phase
+			return ph, json.Unmarshal([]byte(rest), &ph)
+		}
+	}
+	return nil, fmt.Errorf("no start trace on stderr: %q", stderr)
+}
+
+func childPhases(stdout, _ []byte) ([]starttrace.Phase, error) {
+	var ph []starttrace.Phase
+	return ph, json.Unmarshal(stdout, &ph)
+}
+
+// measureP2 builds the CLI (or uses cli if set), warms the cache (the default one, or $WASMBOX_CACHE_DIR), bakes
+// a precompiled directory, then runs rounds interleaved rounds.
+func measureP2(ctx context.Context, rounds int, cli string) (*p2Report, error) {
 	dir, err := os.MkdirTemp("", "wasmbox-compare-p2-")
 	if err != nil {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "wasmbox")
-	if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmbox/wasmbox/cmd/wasmbox").CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("go build: %v: %s", err, out)
+	bin := cli
+	if bin == "" {
+		bin = filepath.Join(dir, "wasmbox")
+		if out, err := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/wasmbox/wasmbox/cmd/wasmbox").CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build: %v: %s", err, out)
+		}
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -98,96 +178,84 @@ func measureP2(ctx context.Context, rounds int) (*p2Report, error) {
 		return nil, fmt.Errorf("wasmbox precompile: %v: %s", err, out)
 	}
 	r.PrecompileSeconds = time.Since(start).Seconds()
-	filepath.WalkDir(pre, func(_ string, d fs.DirEntry, err error) error {
+	filepath.WalkDir(pre, func(path string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() {
 			if fi, err := d.Info(); err == nil {
 				r.PrecompiledBytes += fi.Size()
+				rel, _ := filepath.Rel(pre, path)
+				r.PrecompiledFiles = append(r.PrecompiledFiles, fmt.Sprintf("%s (%.1f MB)", rel, float64(fi.Size())/1e6))
 			}
 		}
 		return nil
 	})
-	cli := func(env ...string) (float64, error) {
-		cmd := exec.CommandContext(ctx, bin, "run", "-c", "print(1)")
-		cmd.Env = append(os.Environ(), env...)
-		t := time.Now()
-		out, err := cmd.Output()
-		if err != nil || string(out) != "1\n" {
-			return 0, fmt.Errorf("wasmbox run: %v %q", err, out)
-		}
-		return float64(time.Since(t).Microseconds()) / 1000, nil
-	}
-	child := func(env ...string) ([]starttrace.Phase, error) {
-		cmd := exec.CommandContext(ctx, self, p2ChildFlag)
-		cmd.Env = append(os.Environ(), env...)
-		out, err := cmd.Output()
-		if err != nil {
-			return nil, fmt.Errorf("p2 child: %v", err)
-		}
-		var ph []starttrace.Phase
-		return ph, json.Unmarshal(out, &ph)
-	}
-	if _, err := cli(); err != nil { // fills the cache if it is cold
-		return nil, err
-	}
-	if _, err := child(); err != nil {
-		return nil, err
-	}
-	var warm, fromPre []float64
-	var warmParts, preParts [][]starttrace.Phase
 	withPre := "WASMBOX_PRECOMPILED=" + pre
-	for range rounds {
-		a, err := cli()
-		if err != nil {
-			return nil, err
-		}
-		b, err := cli(withPre)
-		if err != nil {
-			return nil, err
-		}
-		c, err := child()
-		if err != nil {
-			return nil, err
-		}
-		d, err := child(withPre)
-		if err != nil {
-			return nil, err
-		}
-		warm, fromPre = append(warm, a), append(fromPre, b)
-		warmParts, preParts = append(warmParts, c), append(preParts, d)
+	cases := []struct {
+		name string
+		run  func() (p2Run, error)
+	}{
+		{"CLI, warm cache", func() (p2Run, error) {
+			return runTraced(ctx, bin, []string{"run", "-c", "print(1)"}, nil, cliPhases)
+		}},
+		{"CLI, precompiled directory", func() (p2Run, error) {
+			return runTraced(ctx, bin, []string{"run", "-c", "print(1)"}, []string{withPre}, cliPhases)
+		}},
+		{"package only (New + Run), warm cache", func() (p2Run, error) {
+			return runTraced(ctx, self, []string{p2ChildFlag}, nil, childPhases)
+		}},
+		{"package only (New + Run), precompiled directory", func() (p2Run, error) {
+			return runTraced(ctx, self, []string{p2ChildFlag}, []string{withPre}, childPhases)
+		}},
 	}
-	r.CLIWarmCache, r.CLIPrecompiled = msSpreadOf(warm), msSpreadOf(fromPre)
-	r.PartsWarmCache, r.PartsPrecompiled = partsOf(warmParts), partsOf(preParts)
+	// One unmeasured round fills the cache if it is cold and the page cache.
+	for _, c := range cases {
+		if _, err := c.run(); err != nil {
+			return nil, err
+		}
+	}
+	runs := make([][]p2Run, len(cases))
+	for range rounds {
+		for i, c := range cases {
+			pr, err := c.run()
+			if err != nil {
+				return nil, err
+			}
+			runs[i] = append(runs[i], pr)
+		}
+	}
+	for i, c := range cases {
+		var ws, cs []float64
+		for _, pr := range runs[i] {
+			ws, cs = append(ws, ms(pr.wall)), append(cs, ms(pr.cpu))
+		}
+		r.Cases = append(r.Cases, p2Case{Name: c.name, Wall: msSpreadOf(ws), CPU: msSpreadOf(cs), Parts: partsOf(runs[i])})
+	}
+	r.CLIWarmCache, r.CLIPrecompiled = r.Cases[0].Wall, r.Cases[1].Wall
 	return r, nil
 }
 
-// partsOf summarises each phase over the rounds (in the order they first appear), and their total.
-func partsOf(runs [][]starttrace.Phase) []p2Part {
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// partsOf summarises each phase over the rounds, in the order they first appear.
+func partsOf(runs []p2Run) []p2Part {
 	var names []string
 	for _, r := range runs {
-		for _, p := range r {
+		for _, p := range r.phases {
 			if !slices.Contains(names, p.Name) {
 				names = append(names, p.Name)
 			}
 		}
 	}
 	var out []p2Part
-	sum := func(r []starttrace.Phase, name string) (w, c float64) {
-		for _, p := range r {
-			if name == "" || p.Name == name {
-				w += float64(p.Took.Microseconds()) / 1000
-				c += float64(p.CPU.Microseconds()) / 1000
-			}
-		}
-		return w, c
-	}
-	for _, n := range append(names, "") {
+	for _, n := range names {
 		var ws, cs []float64
 		for _, r := range runs {
-			w, c := sum(r, n)
-			ws, cs = append(ws, w), append(cs, c)
-		}
-		if n == "" {
-			n = "total (New + first Run)"
+			var w, c time.Duration
+			for _, p := range r.phases {
+				if p.Name == n {
+					w, c = w+p.Took, c+p.CPU
+				}
+			}
+			ws, cs = append(ws, ms(w)), append(cs, ms(c))
 		}
 		out = append(out, p2Part{Name: n, Wall: msSpreadOf(ws), CPU: msSpreadOf(cs)})
 	}
@@ -198,17 +266,13 @@ func printP2(r *p2Report) {
 	if r == nil {
 		return
 	}
-	ms := func(s msSpread) string { return fmt.Sprintf("%.1f ms (%.1f–%.1f)", s.MedianMS, s.MinMS, s.MaxMS) }
-	fmt.Printf("\nP2 new process → first result, median (min–max) of %d interleaved rounds\n", r.Rounds)
-	fmt.Printf("  CLI, warm cache            %s\n", ms(r.CLIWarmCache))
-	fmt.Printf("  CLI, precompiled directory %s  (directory %.0f MB, made in %.0f s)\n", ms(r.CLIPrecompiled), float64(r.PrecompiledBytes)/1e6, r.PrecompileSeconds)
-	for _, s := range []struct {
-		title string
-		parts []p2Part
-	}{{"parts, warm cache", r.PartsWarmCache}, {"parts, precompiled directory", r.PartsPrecompiled}} {
-		fmt.Printf("  %s: wall / CPU\n", s.title)
-		for _, p := range s.parts {
-			fmt.Printf("    %-62s %s / %s\n", p.Name, ms(p.Wall), ms(p.CPU))
+	f := func(s msSpread) string { return fmt.Sprintf("%6.1f ms (%.1f–%.1f)", s.MedianMS, s.MinMS, s.MaxMS) }
+	fmt.Printf("\nP2 new process → first result, median (min–max) of %d interleaved rounds, wall / CPU\n", r.Rounds)
+	fmt.Printf("  precompiled directory: %.0f MB, made in %.0f s: %s\n", float64(r.PrecompiledBytes)/1e6, r.PrecompileSeconds, strings.Join(r.PrecompiledFiles, ", "))
+	for _, c := range r.Cases {
+		fmt.Printf("  %-62s %s / %s\n", c.Name, f(c.Wall), f(c.CPU))
+		for _, p := range c.Parts {
+			fmt.Printf("    %-60s %s / %s\n", p.Name, f(p.Wall), f(p.CPU))
 		}
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/starttrace"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -45,7 +46,7 @@ const usageText = `usage:
   wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--output-limit SIZE] [--workspace-size SIZE]
               [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
   wasmbox version [--json]
-  wasmbox precompile [--preload MODULE]... DIR
+  wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
 
@@ -291,11 +292,13 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			return fail(err)
 		}
 	}
+	starttrace.Mark("CLI: arguments, telemetry, configuration")
 	sb, err := wasmbox.New(ctx, cfg)
 	if err != nil {
 		return fail(err)
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
+	starttrace.Mark("New: the rest")
 	ws := wasmbox.NewWorkspace(0, 0)
 	if *wsDir != "" {
 		if err := ws.CopyIn(ctx, *wsDir); err != nil {
@@ -313,6 +316,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	start := time.Now()
 	res, runErr := sb.RunProgram(ctx, prog)
+	starttrace.Mark("first Run")
 	if res == nil {
 		return fail(runErr)
 	}

@@ -5,7 +5,7 @@
 //	            [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE]
 //	wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--max-sessions N] [--idle-timeout D] ...
 //	wasmbox version [--json]
-//	wasmbox precompile [--preload MODULE]... DIR
+//	wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
 //	wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 //
 // Exit codes: 124 on timeout; 2 on usage errors; 125 when wasmbox fails; otherwise the program's own, except that
@@ -22,17 +22,31 @@
 // The environment names the cache and a precompiled directory: WASMBOX_CACHE_DIR (default: the user's cache
 // directory + wasmbox/compile), WASMBOX_CACHE_MAX (its cap, default 1GiB, "off" for none) and WASMBOX_PRECOMPILED
 // (a directory made by `wasmbox precompile DIR` at build time, used read-only).
+//
+// WASMBOX_STARTTRACE (set, or the Unix nanoseconds at which a parent started this process) prints on stderr, at
+// exit, one line "wasmbox starttrace: " followed by a JSON list of the phases of the start (wall and CPU time),
+// for bench/compare's cold-start figures.
 package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/signal"
+
+	"github.com/wasmbox/wasmbox/internal/starttrace"
 )
 
 func main() {
+	tracing := starttrace.FromEnv(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	code := realMain(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
+	if tracing {
+		starttrace.Mark("CLI: output, close")
+		b, _ := json.Marshal(starttrace.Take())
+		fmt.Fprintf(os.Stderr, "wasmbox starttrace: %s\n", b)
+	}
 	os.Exit(code)
 }

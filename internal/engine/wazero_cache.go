@@ -14,19 +14,33 @@ import (
 
 // WazeroCodeFile returns the file in which a wazero compilation cache rooted at dir keeps the compiled code of
 // wasm ("" if dir is). It mirrors wazero v1.12's own naming: a directory per wazero version, GOARCH and
-// GOOS, and a file named by the SHA-256 of the module's ID (the SHA-256 of its bytes and of the
-// ensure-termination flag, off here), the compiler's magic and the CPU features the code was compiled for. A test
-// compiles a module and checks that the file is where this says, so a wazero upgrade that changes the scheme
-// fails loudly instead of silently missing.
+// GOOS, and a file named by the SHA-256 of the module's ID (WazeroModuleID), the compiler's magic and the CPU
+// features the code was compiled for. A test compiles a module and checks that the file is where this says, so a
+// wazero upgrade that changes the scheme fails loudly instead of silently missing.
 func WazeroCodeFile(dir string, wasm []byte) string {
 	if dir == "" {
 		return ""
 	}
+	return WazeroCodeFileForID(dir, WazeroModuleID(wasm))
+}
+
+// WazeroModuleID is wazero's ID of a module: the SHA-256 of its bytes and of the ensure-termination flag (off
+// here).
+func WazeroModuleID(wasm []byte) [sha256.Size]byte {
 	id := sha256.New()
 	id.Write(wasm)
 	id.Write([]byte{0}) // no close-on-context-done
 	var mid [sha256.Size]byte
 	id.Sum(mid[:0])
+	return mid
+}
+
+// WazeroCodeFileForID is WazeroCodeFile for a module whose WazeroModuleID is known: it costs no pass over the
+// module.
+func WazeroCodeFileForID(dir string, mid [sha256.Size]byte) string {
+	if dir == "" {
+		return ""
+	}
 	k := sha256.New()
 	k.Write(mid[:])
 	k.Write([]byte("WAZEVO"))

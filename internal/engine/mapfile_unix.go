@@ -1,0 +1,17 @@
+//go:build unix
+
+package engine
+
+import (
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+func mapFile(f *os.File, size int) (*MappedFile, error) {
+	b, err := unix.Mmap(int(f.Fd()), 0, size, unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil { // a file system that cannot map: read it
+		return readFile(f, size)
+	}
+	return &MappedFile{Bytes: b, unmap: func() error { return unix.Munmap(b) }}, nil
+}
