@@ -1,0 +1,131 @@
+// Package handoff runs functions on a reused goroutine, so that a caller can stop waiting for one (a deadline
+// passed) without starting a goroutine per call.
+//
+// Starting a goroutine for every call costs a newproc, a stack that grows from 8 KiB by copying, and a channel
+// each way; on the tool-call path that was most of the host's share of a call. A [Pool] keeps at most one idle
+// goroutine, whose stack has already grown, and hands it each job through a channel. A caller that gives up on
+// a job calls [Worker.Abandon]: the worker finishes the job (Go code cannot be stopped), then exits instead of
+// serving again, so an abandoned job can never delay a later one.
+//
+// An idle worker exits after IdleTimeout or when the pool is closed; a pool therefore holds no goroutine for
+// long once its owner stops calling.
+package handoff
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// IdleTimeout is how long an idle worker waits for its next job before it exits.
+const IdleTimeout = time.Second
+
+var idleTimeout atomic.Int64 // nanoseconds, zero for IdleTimeout; tests shorten it
+
+func idleFor() time.Duration {
+	if d := idleTimeout.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return IdleTimeout
+}
+
+// Pool hands jobs to a reused goroutine. Its zero value is ready to use. A Pool is safe for concurrent use;
+// concurrent jobs each get a worker of their own, and only one idle worker is kept.
+type Pool struct {
+	mu     sync.Mutex
+	idle   *Worker
+	closed bool
+}
+
+// Worker is one goroutine of a Pool, lent to one caller at a time by [Pool.Start].
+type Worker struct {
+	p    *Pool
+	jobs chan func()
+	done chan struct{} // one token per finished job
+	lost atomic.Bool   // abandoned: exit after the current job
+}
+
+// Start runs job on an idle worker of p (or a new one) and returns that worker. The caller must then either
+// wait on Done and give the worker back with [Pool.Put], or give up with [Worker.Abandon]; it must do exactly
+// one of the two.
+func (p *Pool) Start(job func()) *Worker {
+	p.mu.Lock()
+	w := p.idle
+	p.idle = nil
+	p.mu.Unlock()
+	if w == nil {
+		w = &Worker{p: p, jobs: make(chan func(), 1), done: make(chan struct{}, 1)}
+		go w.loop()
+	}
+	w.jobs <- job // buffered, and this worker serves nobody else: never blocks
+	return w
+}
+
+// Done is ready, once, when the job given to Start has returned.
+func (w *Worker) Done() <-chan struct{} { return w.done }
+
+// Put gives a worker whose job is done back to its pool. If the pool already has an idle worker, or is closed,
+// the worker exits.
+func (p *Pool) Put(w *Worker) {
+	p.mu.Lock()
+	keep := p.idle == nil && !p.closed
+	if keep {
+		p.idle = w
+	}
+	p.mu.Unlock()
+	if !keep {
+		close(w.jobs)
+	}
+}
+
+// Abandon gives up on the worker's job: the caller no longer waits for it. The worker exits once the job
+// returns and never serves another.
+func (w *Worker) Abandon() { w.lost.Store(true) }
+
+// Close makes the idle worker exit now and every worker given back later exit too. Jobs already running are not
+// affected. Close is idempotent.
+func (p *Pool) Close() {
+	p.mu.Lock()
+	w := p.idle
+	p.idle, p.closed = nil, true
+	p.mu.Unlock()
+	if w != nil {
+		close(w.jobs)
+	}
+}
+
+// take removes w from the idle slot; it reports false if w was not there (a caller has it, or lost it).
+func (p *Pool) take(w *Worker) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.idle != w {
+		return false
+	}
+	p.idle = nil
+	return true
+}
+
+func (w *Worker) loop() {
+	idle := time.NewTimer(idleFor())
+	defer idle.Stop()
+	for {
+		select {
+		case job, ok := <-w.jobs:
+			if !ok {
+				return
+			}
+			job()
+			if w.lost.Load() {
+				return
+			}
+			w.done <- struct{}{} // buffered; the previous token was taken before this job was given
+			idle.Reset(idleFor())
+		case <-idle.C:
+			// Idle for IdleTimeout: leave, unless a caller has just taken this worker (its job is on the way).
+			if w.p.take(w) || w.lost.Load() {
+				return
+			}
+			idle.Reset(idleFor())
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package handoff
+
+import (
+	"bytes"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// goid returns the current goroutine's id, read from its stack header.
+func goid() uint64 {
+	var b [64]byte
+	s := b[:runtime.Stack(b[:], false)]
+	s = bytes.TrimPrefix(s, []byte("goroutine "))
+	id, _ := strconv.ParseUint(string(s[:bytes.IndexByte(s, ' ')]), 10, 64)
+	return id
+}
+
+func run(t *testing.T, p *Pool, job func()) {
+	t.Helper()
+	w := p.Start(job)
+	select {
+	case <-w.Done():
+		p.Put(w)
+	case <-time.After(10 * time.Second):
+		t.Fatal("job did not finish")
+	}
+}
+
+// Sequential jobs run on one goroutine, not on a new one each.
+func TestWorkerIsReused(t *testing.T) {
+	var p Pool
+	defer p.Close()
+	ids := map[uint64]bool{}
+	for range 100 {
+		run(t, &p, func() { ids[goid()] = true })
+	}
+	if len(ids) != 1 {
+		t.Fatalf("100 sequential jobs ran on %d goroutines, want 1", len(ids))
+	}
+}
+
+// A worker whose job was abandoned is never given another job: the next job runs at once on a new goroutine,
+// and the abandoned one exits when its job returns.
+func TestAbandonedWorkerIsNotReused(t *testing.T) {
+	var p Pool
+	defer p.Close()
+	var first uint64
+	run(t, &p, func() { first = goid() })
+	release := make(chan struct{})
+	exited := make(chan struct{})
+	w := p.Start(func() { <-release })
+	w.Abandon()
+	var second uint64
+	run(t, &p, func() { second = goid() }) // would hang if it waited for the stuck worker
+	if second == first {
+		t.Fatal("the next job ran on the abandoned worker")
+	}
+	go func() {
+		// The abandoned worker's goroutine must be gone after its job: nothing may send it work again.
+		for i := 0; i < 1000 && stackHas("handoff.(*Worker).loop") > 1; i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(exited)
+	}()
+	close(release)
+	<-exited
+	if n := stackHas("handoff.(*Worker).loop"); n != 1 {
+		t.Fatalf("%d workers alive after the abandoned job returned, want 1 (the idle one)", n)
+	}
+}
+
+// stackHas counts the goroutines whose stack mentions fn.
+func stackHas(fn string) int {
+	buf := make([]byte, 1<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for _, g := range bytes.Split(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte(fn)) {
+			n++
+		}
+	}
+	return n
+}
+
+// An idle worker leaves after the idle timeout, and Close ends the idle worker at once.
+func TestIdleWorkersExit(t *testing.T) {
+	old := idleTimeout.Load()
+	idleTimeout.Store(int64(20 * time.Millisecond))
+	defer idleTimeout.Store(old)
+	waitGone := func(what string) {
+		t.Helper()
+		for i := 0; stackHas("handoff.(*Worker).loop") > 0; i++ {
+			if i > 500 {
+				t.Fatalf("%s: a worker is still alive", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	var p Pool
+	run(t, &p, func() {})
+	waitGone("after the idle timeout")
+	run(t, &p, func() {}) // a new worker after the old one left
+	idleTimeout.Store(int64(time.Hour))
+	var q Pool
+	run(t, &q, func() {})
+	q.Close()
+	waitGone("after Close")
+	run(t, &q, func() {}) // a closed pool still runs jobs, but keeps no worker
+	waitGone("after a job of a closed pool")
+}
+
+// Concurrent callers each get a worker; nothing is lost or run twice (run with -race).
+func TestConcurrentJobs(t *testing.T) {
+	var p Pool
+	defer p.Close()
+	var n atomic.Int64
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range 500 {
+				w := p.Start(func() { n.Add(1) })
+				if i%50 == 49 { // some callers give up
+					w.Abandon()
+					continue
+				}
+				<-w.Done()
+				p.Put(w)
+			}
+		})
+	}
+	wg.Wait()
+	for i := 0; n.Load() != 8*500 && i < 1000; i++ {
+		time.Sleep(time.Millisecond) // the abandoned jobs still run
+	}
+	if got := n.Load(); got != 8*500 {
+		t.Fatalf("%d jobs ran, want %d", got, 8*500)
+	}
+}
