@@ -371,7 +371,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 
 	// 6. The tool.
 	start := time.Now()
-	res, terr, late := r.runBounded(ctx, actx, call, tool, rec, start)
+	res, terr, late := r.runBounded(ctx, actx, call, tool, &rec, start)
 	end := time.Now()
 	dur := end.Sub(start)
 	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
@@ -685,17 +685,19 @@ type toolJob struct {
 	r         *Run
 	call      Call
 	tool      ToolFunc
-	rec       Record
 	start     time.Time
 	state     atomic.Int32
-	late      chan struct{} // set by the caller before it abandons the call
-	res       []byte
-	err       error
+	// Set by the caller before it abandons the call (read by the worker only then): the record to base the
+	// "late" one on, and the channel closed once the "abandoned" record is written.
+	rec  *Record
+	late chan struct{}
+	res  []byte
+	err  error
 }
 
-// run is the worker's side of a call: run the tool, then either leave the result to the caller or, if the
+// Run is the worker's side of a call: run the tool, then either leave the result to the caller or, if the
 // caller abandoned the call, write the "late" record once the "abandoned" one is written.
-func (j *toolJob) run() {
+func (j *toolJob) Run() {
 	res, err := runTool(j.ctx, j.call, j.tool)
 	if j.state.CompareAndSwap(toolRunning, toolFinished) {
 		j.res, j.err = res, err // read by the caller after the worker's Done
@@ -704,7 +706,7 @@ func (j *toolJob) run() {
 	g := j.r.g
 	dur := time.Since(j.start)
 	<-j.late
-	lr := j.rec
+	lr := *j.rec
 	lr.Time = g.clock()
 	lr.Outcome, lr.Duration, lr.Error = StatusLate, dur, ""
 	lr.Reason = "the tool returned after the gate had abandoned it; its result was discarded"
@@ -727,14 +729,14 @@ func (j *toolJob) run() {
 // The tool runs on the run's worker goroutine (internal/handoff), reused from call to call: one handoff each
 // way instead of a new goroutine whose stack grows on every call. A worker whose tool is abandoned is never
 // reused, so a tool that hangs delays no later call; the next call gets a new worker.
-func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, rec Record, start time.Time) ([]byte, error, chan struct{}) {
+func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, rec *Record, start time.Time) ([]byte, error, chan struct{}) {
 	if ctx.Done() == nil { // nothing can end this call: run the tool here
 		res, err := runTool(ctx, call, tool)
 		return res, err, nil
 	}
 	g := r.g
-	j := &toolJob{ctx: ctx, actx: actx, r: r, call: call, tool: tool, rec: rec, start: start}
-	w := r.workers.Start(j.run)
+	j := &toolJob{ctx: ctx, actx: actx, r: r, call: call, tool: tool, start: start}
+	w := r.workers.Start(j)
 	finished := func() ([]byte, error, chan struct{}) {
 		<-w.Done()
 		r.workers.Put(w)
@@ -756,7 +758,8 @@ func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, re
 		case <-t.C:
 		}
 	}
-	j.late = make(chan struct{})
+	lateRec := *rec // a copy, so that rec stays on the caller's stack on the common path
+	j.rec, j.late = &lateRec, make(chan struct{})
 	if !j.state.CompareAndSwap(toolRunning, toolAbandoned) { // it returned just now
 		return finished()
 	}

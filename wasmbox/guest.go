@@ -192,14 +192,14 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 	}
 	var resp []byte
 	var isErr bool
-	w := st.workers.Start(func() {
+	w := st.workers.Start(handoff.Func(func() {
 		defer func() {
 			if v := recover(); v != nil {
 				resp, isErr = hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", name)), true
 			}
 		}()
 		resp, isErr = st.bridge.Call(tctx, name, args)
-	})
+	}))
 	select {
 	case <-w.Done():
 		st.workers.Put(w)

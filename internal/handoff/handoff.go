@@ -29,6 +29,15 @@ func idleFor() time.Duration {
 	return IdleTimeout
 }
 
+// Job is what a worker runs. A pointer to a struct makes a Job without an allocation of its own.
+type Job interface{ Run() }
+
+// Func adapts a function to Job.
+type Func func()
+
+// Run calls f().
+func (f Func) Run() { f() }
+
 // Pool hands jobs to a reused goroutine. Its zero value is ready to use. A Pool is safe for concurrent use;
 // concurrent jobs each get a worker of their own, and only one idle worker is kept.
 type Pool struct {
@@ -40,7 +49,7 @@ type Pool struct {
 // Worker is one goroutine of a Pool, lent to one caller at a time by [Pool.Start].
 type Worker struct {
 	p    *Pool
-	jobs chan func()
+	jobs chan Job
 	done chan struct{} // one token per finished job
 	lost atomic.Bool   // abandoned: exit after the current job
 }
@@ -48,13 +57,13 @@ type Worker struct {
 // Start runs job on an idle worker of p (or a new one) and returns that worker. The caller must then either
 // wait on Done and give the worker back with [Pool.Put], or give up with [Worker.Abandon]; it must do exactly
 // one of the two.
-func (p *Pool) Start(job func()) *Worker {
+func (p *Pool) Start(job Job) *Worker {
 	p.mu.Lock()
 	w := p.idle
 	p.idle = nil
 	p.mu.Unlock()
 	if w == nil {
-		w = &Worker{p: p, jobs: make(chan func(), 1), done: make(chan struct{}, 1)}
+		w = &Worker{p: p, jobs: make(chan Job, 1), done: make(chan struct{}, 1)}
 		go w.loop()
 	}
 	w.jobs <- job // buffered, and this worker serves nobody else: never blocks
@@ -114,7 +123,7 @@ func (w *Worker) loop() {
 			if !ok {
 				return
 			}
-			job()
+			job.Run()
 			if w.lost.Load() {
 				return
 			}

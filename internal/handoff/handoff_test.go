@@ -19,7 +19,7 @@ func goid() uint64 {
 	return id
 }
 
-func run(t *testing.T, p *Pool, job func()) {
+func run(t *testing.T, p *Pool, job Func) {
 	t.Helper()
 	w := p.Start(job)
 	select {
@@ -52,7 +52,7 @@ func TestAbandonedWorkerIsNotReused(t *testing.T) {
 	run(t, &p, func() { first = goid() })
 	release := make(chan struct{})
 	exited := make(chan struct{})
-	w := p.Start(func() { <-release })
+	w := p.Start(Func(func() { <-release }))
 	w.Abandon()
 	var second uint64
 	run(t, &p, func() { second = goid() }) // would hang if it waited for the stuck worker
@@ -122,7 +122,7 @@ func TestConcurrentJobs(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for i := range 500 {
-				w := p.Start(func() { n.Add(1) })
+				w := p.Start(Func(func() { n.Add(1) }))
 				if i%50 == 49 { // some callers give up
 					w.Abandon()
 					continue
