@@ -48,10 +48,13 @@ type Pool struct {
 
 // Worker is one goroutine of a Pool, lent to one caller at a time by [Pool.Start].
 type Worker struct {
-	p    *Pool
-	jobs chan Job
-	done chan struct{} // one token per finished job
-	lost atomic.Bool   // abandoned: exit after the current job
+	p      *Pool
+	jobs   chan Job
+	done   chan struct{} // one token per finished job
+	lost   atomic.Bool   // abandoned: exit after the current job
+	served atomic.Int64  // jobs started, read by the idle check
+	seen   int64         // served at the previous idle check (the idle check's own)
+	idle   *time.Timer
 }
 
 // Start runs job on an idle worker of p (or a new one) and returns that worker. The caller must then either
@@ -64,8 +67,11 @@ func (p *Pool) Start(job Job) *Worker {
 	p.mu.Unlock()
 	if w == nil {
 		w = &Worker{p: p, jobs: make(chan Job, 1), done: make(chan struct{}, 1)}
+		w.idle = time.AfterFunc(time.Hour, w.check) // armed below, once w.idle is set for check to use
+		w.idle.Reset(idleFor())
 		go w.loop()
 	}
+	w.served.Add(1)
 	w.jobs <- job // buffered, and this worker serves nobody else: never blocks
 	return w
 }
@@ -114,27 +120,31 @@ func (p *Pool) take(w *Worker) bool {
 	return true
 }
 
+// loop serves jobs until its channel is closed (by Put, Close or the idle check) or its job is abandoned. It
+// arms no timer per job: a job costs one channel handoff each way.
 func (w *Worker) loop() {
-	idle := time.NewTimer(idleFor())
-	defer idle.Stop()
-	for {
-		select {
-		case job, ok := <-w.jobs:
-			if !ok {
-				return
-			}
-			job.Run()
-			if w.lost.Load() {
-				return
-			}
-			w.done <- struct{}{} // buffered; the previous token was taken before this job was given
-			idle.Reset(idleFor())
-		case <-idle.C:
-			// Idle for IdleTimeout: leave, unless a caller has just taken this worker (its job is on the way).
-			if w.p.take(w) || w.lost.Load() {
-				return
-			}
-			idle.Reset(idleFor())
+	for job := range w.jobs {
+		job.Run()
+		if w.lost.Load() {
+			w.idle.Stop()
+			return
 		}
+		w.done <- struct{}{} // buffered; the previous token was taken before this job was given
 	}
+	w.idle.Stop()
+}
+
+// check runs every IdleTimeout on a timer goroutine: a worker that started no job since the previous check and
+// is idle in its pool is taken out and told to exit.
+func (w *Worker) check() {
+	if w.lost.Load() {
+		return // it exits after its job
+	}
+	if n := w.served.Load(); n != w.seen {
+		w.seen = n
+	} else if w.p.take(w) {
+		close(w.jobs) // nobody else can close or send to it now: it was idle, and take removed it
+		return
+	}
+	w.idle.Reset(idleFor())
 }

@@ -104,6 +104,8 @@ func TestIdleWorkersExit(t *testing.T) {
 	run(t, &p, func() {})
 	waitGone("after the idle timeout")
 	run(t, &p, func() {}) // a new worker after the old one left
+	p.Close()
+	waitGone("after the first pool's Close")
 	idleTimeout.Store(int64(time.Hour))
 	var q Pool
 	run(t, &q, func() {})
@@ -138,5 +140,36 @@ func TestConcurrentJobs(t *testing.T) {
 	}
 	if got := n.Load(); got != 8*500 {
 		t.Fatalf("%d jobs ran, want %d", got, 8*500)
+	}
+}
+
+type deepJob struct{ n int }
+
+// Run uses a few KiB of stack, as a tool call through the gate does, so that a new goroutine must grow its stack.
+func (j *deepJob) Run() {
+	var buf [4096]byte
+	buf[j.n%len(buf)] = 1
+	j.n += int(buf[0])
+}
+
+// BenchmarkHandoff is one job on the pool's reused worker; BenchmarkGoroutinePerJob is what it replaced (a new
+// goroutine and channel per job).
+func BenchmarkHandoff(b *testing.B) {
+	var p Pool
+	defer p.Close()
+	j := &deepJob{}
+	for b.Loop() {
+		w := p.Start(j)
+		<-w.Done()
+		p.Put(w)
+	}
+}
+
+func BenchmarkGoroutinePerJob(b *testing.B) {
+	j := &deepJob{}
+	for b.Loop() {
+		ch := make(chan struct{}, 1)
+		go func() { j.Run(); ch <- struct{}{} }()
+		<-ch
 	}
 }
