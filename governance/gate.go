@@ -736,7 +736,7 @@ func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, re
 	}
 	g := r.g
 	j := &toolJob{ctx: ctx, actx: actx, r: r, call: call, tool: tool, start: start}
-	w := r.workers.Start(j)
+	w := r.workers.Start(ctx, j)
 	finished := func() ([]byte, error, chan struct{}) {
 		<-w.Done()
 		r.workers.Put(w)

@@ -59,6 +59,9 @@ type execState struct {
 	flooded     bool
 	// workers runs the tool calls (callTool); closed when the exec ends.
 	workers handoff.Pool
+	// toolCtx is the context of the tools, derived from toolCtxOf (the context of the exec's host calls).
+	toolCtx, toolCtxOf context.Context
+	job                *toolJob // reused from call to call; nil after one was abandoned
 }
 
 // endedAt is when the run's context ended, as the host measured it.
@@ -186,20 +189,19 @@ const toolRecordWait = governance.DefaultToolGrace + 150*time.Millisecond
 // never reaches the guest. The worker is reused from call to call; one that is left behind is never reused.
 func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMessage) ([]byte, bool) {
 	st := h.state
-	tctx := ctx
-	if h.g != nil {
-		tctx = withReentry(ctx, h.g.sb)
+	if st.toolCtxOf != ctx { // once per exec: every call of an exec gets the same context
+		st.toolCtxOf, st.toolCtx = ctx, ctx
+		if h.g != nil {
+			st.toolCtx = withReentry(ctx, h.g.sb)
+		}
 	}
-	var resp []byte
-	var isErr bool
-	w := st.workers.Start(handoff.Func(func() {
-		defer func() {
-			if v := recover(); v != nil {
-				resp, isErr = hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", name)), true
-			}
-		}()
-		resp, isErr = st.bridge.Call(tctx, name, args)
-	}))
+	j := st.job
+	if j == nil {
+		j = &toolJob{bridge: st.bridge}
+		st.job = j
+	}
+	j.ctx, j.name, j.args = st.toolCtx, name, args
+	w := st.workers.Start(ctx, j)
 	select {
 	case <-w.Done():
 		st.workers.Put(w)
@@ -212,6 +214,7 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 			st.workers.Put(w)
 		case <-wait.C:
 			w.Abandon()
+			st.job = nil // still the worker's: never touched again
 		}
 		wait.Stop()
 	}
@@ -220,6 +223,8 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 		st.kill = true
 		return hostfuncs.ErrorResponse("DeadlineExceeded", "the run's deadline passed during the tool call"), true
 	}
+	resp, isErr := j.resp, j.isErr
+	j.resp, j.args = nil, nil // keep nothing of this call alive in the exec
 	if !isErr {
 		st.completed++
 	} else if !st.limitDenied {
@@ -234,6 +239,26 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 		st.flooded, st.limitDenied, st.kill = true, true, true
 	}
 	return resp, isErr
+}
+
+// toolJob is one tool call for the exec's worker; an exec reuses one (its calls come one at a time).
+type toolJob struct {
+	bridge *hostfuncs.Bridge
+	ctx    context.Context
+	name   string
+	args   json.RawMessage
+	resp   []byte
+	isErr  bool
+}
+
+// Run is the worker's side of callTool: the call through the bridge, with a panic turned into a ToolError.
+func (j *toolJob) Run() {
+	defer func() {
+		if v := recover(); v != nil {
+			j.resp, j.isErr = hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", j.name)), true
+		}
+	}()
+	j.resp, j.isErr = j.bridge.Call(j.ctx, j.name, j.args)
 }
 
 // truncateText cuts s to at most n bytes (on a UTF-8 boundary) and says how much was cut.

@@ -12,6 +12,7 @@
 package handoff
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -55,12 +56,17 @@ type Worker struct {
 	served atomic.Int64  // jobs started, read by the idle check
 	seen   int64         // served at the previous idle check (the idle check's own)
 	idle   *time.Timer
+	// The context whose end retires the worker when it is idle: its Done channel and the AfterFunc's stop.
+	// Only the caller holding the worker touches them (and the worker, once its job channel is closed).
+	watched   <-chan struct{}
+	stopWatch func() bool
 }
 
 // Start runs job on an idle worker of p (or a new one) and returns that worker. The caller must then either
 // wait on Done and give the worker back with [Pool.Put], or give up with [Worker.Abandon]; it must do exactly
-// one of the two.
-func (p *Pool) Start(job Job) *Worker {
+// one of the two. When ctx ends, the worker exits as soon as it is idle (so a run that ends leaves no goroutine
+// behind for IdleTimeout); a context that cannot end leaves that to the idle check.
+func (p *Pool) Start(ctx context.Context, job Job) *Worker {
 	p.mu.Lock()
 	w := p.idle
 	p.idle = nil
@@ -70,6 +76,12 @@ func (p *Pool) Start(job Job) *Worker {
 		w.idle = time.AfterFunc(time.Hour, w.check) // armed below, once w.idle is set for check to use
 		w.idle.Reset(idleFor())
 		go w.loop()
+	}
+	if d := ctx.Done(); d != nil && d != w.watched { // once per context, not per job
+		if w.stopWatch != nil {
+			w.stopWatch()
+		}
+		w.watched, w.stopWatch = d, context.AfterFunc(ctx, w.retire)
 	}
 	w.served.Add(1)
 	w.jobs <- job // buffered, and this worker serves nobody else: never blocks
@@ -126,12 +138,26 @@ func (w *Worker) loop() {
 	for job := range w.jobs {
 		job.Run()
 		if w.lost.Load() {
-			w.idle.Stop()
+			w.exit()
 			return
 		}
 		w.done <- struct{}{} // buffered; the previous token was taken before this job was given
 	}
+	w.exit()
+}
+
+func (w *Worker) exit() {
 	w.idle.Stop()
+	if w.stopWatch != nil {
+		w.stopWatch()
+	}
+}
+
+// retire runs when the context of the worker's last job ends: an idle worker exits now.
+func (w *Worker) retire() {
+	if w.p.take(w) {
+		close(w.jobs)
+	}
 }
 
 // check runs every IdleTimeout on a timer goroutine: a worker that started no job since the previous check and

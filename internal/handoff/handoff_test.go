@@ -2,6 +2,7 @@ package handoff
 
 import (
 	"bytes"
+	"context"
 	"runtime"
 	"strconv"
 	"sync"
@@ -21,7 +22,7 @@ func goid() uint64 {
 
 func run(t *testing.T, p *Pool, job Func) {
 	t.Helper()
-	w := p.Start(job)
+	w := p.Start(context.Background(), job)
 	select {
 	case <-w.Done():
 		p.Put(w)
@@ -52,7 +53,7 @@ func TestAbandonedWorkerIsNotReused(t *testing.T) {
 	run(t, &p, func() { first = goid() })
 	release := make(chan struct{})
 	exited := make(chan struct{})
-	w := p.Start(Func(func() { <-release }))
+	w := p.Start(context.Background(), Func(func() { <-release }))
 	w.Abandon()
 	var second uint64
 	run(t, &p, func() { second = goid() }) // would hang if it waited for the stuck worker
@@ -124,7 +125,7 @@ func TestConcurrentJobs(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for i := range 500 {
-				w := p.Start(Func(func() { n.Add(1) }))
+				w := p.Start(context.Background(), Func(func() { n.Add(1) }))
 				if i%50 == 49 { // some callers give up
 					w.Abandon()
 					continue
@@ -159,7 +160,7 @@ func BenchmarkHandoff(b *testing.B) {
 	defer p.Close()
 	j := &deepJob{}
 	for b.Loop() {
-		w := p.Start(j)
+		w := p.Start(context.Background(), j)
 		<-w.Done()
 		p.Put(w)
 	}
@@ -171,5 +172,28 @@ func BenchmarkGoroutinePerJob(b *testing.B) {
 		ch := make(chan struct{}, 1)
 		go func() { j.Run(); ch <- struct{}{} }()
 		<-ch
+	}
+}
+
+// A worker whose last job's context ended exits at once, without waiting for the idle check.
+func TestWorkerRetiresWithItsContext(t *testing.T) {
+	idleTimeout.Store(int64(time.Hour))
+	defer idleTimeout.Store(0)
+	var p Pool
+	ctx, cancel := context.WithCancel(context.Background())
+	for range 3 {
+		w := p.Start(ctx, Func(func() {}))
+		<-w.Done()
+		p.Put(w)
+	}
+	if n := stackHas("handoff.(*Worker).loop"); n != 1 {
+		t.Fatalf("%d workers, want 1", n)
+	}
+	cancel()
+	for i := 0; stackHas("handoff.(*Worker).loop") > 0; i++ {
+		if i > 500 {
+			t.Fatal("the worker outlived its context")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
