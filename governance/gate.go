@@ -244,9 +244,11 @@ func (r *Run) Flooded() bool {
 // tool ran and succeeded; a *ToolError when it ran and failed, panicked or was abandoned; a *DeniedError when
 // it did not run.
 //
-// The tool runs with ctx. When ctx can end, the tool runs in a goroutine of its own and Do returns at most
+// The tool runs with ctx. When ctx can end, the tool runs on a goroutine of the run's own (one, reused from
+// call to call, so a call costs a handoff rather than a new goroutine) and Do returns at most
 // GateConfig.ToolGrace after ctx ends, whether the tool honours ctx or not; a tool that never returns keeps
-// its goroutine (the gate cannot stop Go code), but nothing waits for it.
+// its goroutine (the gate cannot stop Go code), but nothing waits for it and no later call is given to it. An
+// idle goroutine of a run exits when the context of its last call ends, or after a second without calls.
 //
 // Each call gets a span (see GateConfig.TracerProvider), and the tool's context carries it, so that the
 // tool's own spans nest under it.
