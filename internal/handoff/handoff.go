@@ -7,8 +7,8 @@
 // a job calls [Worker.Abandon]: the worker finishes the job (Go code cannot be stopped), then exits instead of
 // serving again, so an abandoned job can never delay a later one.
 //
-// An idle worker exits after IdleTimeout or when the pool is closed; a pool therefore holds no goroutine for
-// long once its owner stops calling.
+// An idle worker exits when the context of its last job ends, when its pool is closed, or at the latest two
+// IdleTimeouts after its last job; a pool therefore holds no goroutine for long once its owner stops calling.
 package handoff
 
 import (
@@ -18,7 +18,8 @@ import (
 	"time"
 )
 
-// IdleTimeout is how long an idle worker waits for its next job before it exits.
+// IdleTimeout is the period of the idle check: a worker that started no job during a whole period, and is idle
+// in its pool, exits (so an unused worker lives between one and two periods).
 const IdleTimeout = time.Second
 
 var idleTimeout atomic.Int64 // nanoseconds, zero for IdleTimeout; tests shorten it
@@ -164,7 +165,10 @@ func (w *Worker) retire() {
 // is idle in its pool is taken out and told to exit.
 func (w *Worker) check() {
 	if w.lost.Load() {
-		return // it exits after its job
+		// Abandoned: it exits after its job, or, if the job had already returned when the caller gave up, it
+		// waits for another that never comes. Nobody else closes an abandoned worker (it is never given back).
+		close(w.jobs)
+		return
 	}
 	if n := w.served.Load(); n != w.seen {
 		w.seen = n

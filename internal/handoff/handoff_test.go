@@ -197,3 +197,23 @@ func TestWorkerRetiresWithItsContext(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// A caller that gives up after the job returned (its Done token unread) still lets the worker go: the idle
+// check ends it.
+func TestAbandonAfterTheJobReturned(t *testing.T) {
+	idleTimeout.Store(int64(20 * time.Millisecond))
+	defer idleTimeout.Store(0)
+	var p Pool
+	defer p.Close()
+	w := p.Start(context.Background(), Func(func() {}))
+	for len(w.done) == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	w.Abandon()
+	for i := 0; stackHas("handoff.(*Worker).loop") > 0; i++ {
+		if i > 500 {
+			t.Fatal("the abandoned worker never exited")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
