@@ -248,7 +248,7 @@ func (r *Run) Flooded() bool {
 // call to call, so a call costs a handoff rather than a new goroutine) and Do returns at most
 // GateConfig.ToolGrace after ctx ends, whether the tool honours ctx or not; a tool that never returns keeps
 // its goroutine (the gate cannot stop Go code), but nothing waits for it and no later call is given to it. An
-// idle goroutine of a run exits when the context of its last call ends, or after a second without calls.
+// idle goroutine of a run exits when the context of its last call ends, or within two seconds without calls.
 //
 // Each call gets a span (see GateConfig.TracerProvider), and the tool's context carries it, so that the
 // tool's own spans nest under it.
