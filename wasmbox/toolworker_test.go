@@ -5,7 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"runtime"
+	"fmt"
+	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -15,14 +16,23 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
-// workers counts the goroutines that serve tool calls (internal/handoff).
+// workerLabel marks the goroutines of this test: goroutines inherit the labels of the goroutine that starts
+// them, so the tool workers its runs start carry it, and those of earlier tests (an abandoned tool may still be
+// sleeping) do not.
+var workerLabel = pprof.Labels("wasmbox-test", "tool-workers")
+
+// workers counts the goroutines of this test that serve tool calls (internal/handoff).
 func workers() int {
-	buf := make([]byte, 1<<20)
-	buf = buf[:runtime.Stack(buf, true)]
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 1)
 	n := 0
-	for _, g := range bytes.Split(buf, []byte("\n\n")) {
-		if bytes.Contains(g, []byte("handoff.(*Worker).loop")) {
-			n++
+	for _, rec := range strings.Split(buf.String(), "\n\n") {
+		if !strings.Contains(rec, `"wasmbox-test":"tool-workers"`) || !strings.Contains(rec, "handoff.(*Worker).loop") {
+			continue
+		}
+		var c int
+		if _, err := fmt.Sscanf(rec, "%d @", &c); err == nil {
+			n += c
 		}
 	}
 	return n
@@ -32,6 +42,10 @@ func workers() int {
 // left once Run has returned (well before their idle timeout). A tool that hangs in one run is abandoned at the
 // deadline, and the next run of the same sandbox calls the same tool at once and gets its own result.
 func TestToolWorkersEndWithTheRun(t *testing.T) {
+	pprof.Do(context.Background(), workerLabel, func(context.Context) { testToolWorkersEndWithTheRun(t) })
+}
+
+func testToolWorkersEndWithTheRun(t *testing.T) {
 	hang := make(chan struct{})
 	defer close(hang)
 	echo := hostfuncs.Tool{Name: "echo", Effect: governance.ReadOnly, Parameters: json.RawMessage(`{"type":"object","properties":{"x":{}}}`),
@@ -64,6 +78,9 @@ func TestToolWorkersEndWithTheRun(t *testing.T) {
 	}
 	if len(res.ToolCalls) != 1 || res.ToolCalls[0].Status != "abandoned" {
 		t.Fatalf("tool calls of the hung run: %+v", res.ToolCalls)
+	}
+	if workers() == 0 { // the gate's worker is still in the tool: the count must see it
+		t.Fatal("the hung tool's worker is not counted")
 	}
 	start = time.Now()
 	res = run(t, sb, "import tools\nprint(tools.call('echo', x=7)['x'])")
