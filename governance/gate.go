@@ -19,6 +19,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/wasmbox/wasmbox/internal/handoff"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -199,6 +200,8 @@ type Run struct {
 	cost         int64
 	irreversible int64
 	perTool      map[string]int64
+
+	workers handoff.Pool // the goroutines that run tools when the call's context can end
 }
 
 // NewRun starts a run. runID identifies it in the audit log and should be unique; an empty runID gets a random
@@ -241,9 +244,11 @@ func (r *Run) Flooded() bool {
 // tool ran and succeeded; a *ToolError when it ran and failed, panicked or was abandoned; a *DeniedError when
 // it did not run.
 //
-// The tool runs with ctx. When ctx can end, the tool runs in a goroutine of its own and Do returns at most
+// The tool runs with ctx. When ctx can end, the tool runs on a goroutine of the run's own (one, reused from
+// call to call, so a call costs a handoff rather than a new goroutine) and Do returns at most
 // GateConfig.ToolGrace after ctx ends, whether the tool honours ctx or not; a tool that never returns keeps
-// its goroutine (the gate cannot stop Go code), but nothing waits for it.
+// its goroutine (the gate cannot stop Go code), but nothing waits for it and no later call is given to it. An
+// idle goroutine of a run exits when the context of its last call ends, or within two seconds without calls.
 //
 // Each call gets a span (see GateConfig.TracerProvider), and the tool's context carries it, so that the
 // tool's own spans nest under it.
@@ -368,7 +373,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 
 	// 6. The tool.
 	start := time.Now()
-	res, terr, late := r.runBounded(ctx, actx, call, tool, rec, start)
+	res, terr, late := r.runBounded(ctx, actx, call, tool, &rec, start)
 	end := time.Now()
 	dur := end.Sub(start)
 	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
@@ -668,73 +673,106 @@ func safeSettle(log hclog.Logger, s func(CallReport), c CallReport) {
 	s(c)
 }
 
-type toolResult struct {
-	res []byte
-	err error
+// The states of a tool call run by a worker: the worker and the waiting caller each try to move it out of
+// running, and only one of them can.
+const (
+	toolRunning int32 = iota
+	toolFinished
+	toolAbandoned
+)
+
+// toolJob is one tool call handed to a run's worker goroutine.
+type toolJob struct {
+	ctx, actx context.Context
+	r         *Run
+	call      Call
+	tool      ToolFunc
+	start     time.Time
+	state     atomic.Int32
+	// Set by the caller before it abandons the call (read by the worker only then): the record to base the
+	// "late" one on, and the channel closed once the "abandoned" record is written.
+	rec  *Record
+	late chan struct{}
+	res  []byte
+	err  error
+}
+
+// Run is the worker's side of a call: run the tool, then either leave the result to the caller or, if the
+// caller abandoned the call, write the "late" record once the "abandoned" one is written.
+func (j *toolJob) Run() {
+	res, err := runTool(j.ctx, j.call, j.tool)
+	if j.state.CompareAndSwap(toolRunning, toolFinished) {
+		j.res, j.err = res, err // read by the caller after the worker's Done
+		return
+	}
+	g := j.r.g
+	dur := time.Since(j.start)
+	<-j.late
+	lr := *j.rec
+	lr.Time = g.clock()
+	lr.Outcome, lr.Duration, lr.Error = StatusLate, dur, ""
+	lr.Reason = "the tool returned after the gate had abandoned it; its result was discarded"
+	if err != nil {
+		lr.Error = truncateUTF8(err.Error(), maxErrorBytes)
+	} else {
+		sum := sha256.Sum256(res)
+		lr.ResultSize, lr.ResultSHA256 = int64(len(res)), hex.EncodeToString(sum[:])
+	}
+	if aerr := g.record(j.actx, lr); aerr != nil {
+		g.log.Debug("governance: late result not audited", "run", j.call.RunID, "seq", j.call.Seq, "tool", j.call.Tool, "error", aerr)
+	}
 }
 
 // runBounded runs tool with ctx and returns its result, or gives up GateConfig.ToolGrace after ctx ended. For
 // an abandoned tool it returns a *ToolError with Abandoned set and a channel that the caller closes once it
 // has written the "abandoned" record; the tool's goroutine then writes a "late" record (based on rec) when the
 // tool returns.
-func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, rec Record, start time.Time) ([]byte, error, chan struct{}) {
+//
+// The tool runs on the run's worker goroutine (internal/handoff), reused from call to call: one handoff each
+// way instead of a new goroutine whose stack grows on every call. A worker whose tool is abandoned is never
+// reused, so a tool that hangs delays no later call; the next call gets a new worker.
+func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, rec *Record, start time.Time) ([]byte, error, chan struct{}) {
 	if ctx.Done() == nil { // nothing can end this call: run the tool here
 		res, err := runTool(ctx, call, tool)
 		return res, err, nil
 	}
 	g := r.g
-	const running, finished, abandoned = 0, 1, 2
-	var state atomic.Int32
-	done := make(chan toolResult, 1)
-	late := make(chan struct{})
-	go func() {
-		res, err := runTool(ctx, call, tool)
-		if state.CompareAndSwap(running, finished) {
-			done <- toolResult{res, err} // buffered: never blocks
-			return
-		}
-		// Abandoned: the caller has gone. Record what the tool finally did, after the "abandoned" record.
-		dur := time.Since(start)
-		<-late
-		lr := rec
-		lr.Time = g.clock()
-		lr.Outcome, lr.Duration, lr.Error = StatusLate, dur, ""
-		lr.Reason = "the tool returned after the gate had abandoned it; its result was discarded"
-		if err != nil {
-			lr.Error = truncateUTF8(err.Error(), maxErrorBytes)
-		} else {
-			sum := sha256.Sum256(res)
-			lr.ResultSize, lr.ResultSHA256 = int64(len(res)), hex.EncodeToString(sum[:])
-		}
-		if aerr := g.record(actx, lr); aerr != nil {
-			g.log.Debug("governance: late result not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", aerr)
-		}
-	}()
+	j := &toolJob{ctx: ctx, actx: actx, r: r, call: call, tool: tool, start: start}
+	w := r.workers.Start(ctx, j)
+	finished := func() ([]byte, error, chan struct{}) {
+		<-w.Done()
+		r.workers.Put(w)
+		return j.res, j.err, nil
+	}
 	select {
-	case tr := <-done:
-		return tr.res, tr.err, nil
+	case <-w.Done():
+		r.workers.Put(w)
+		return j.res, j.err, nil
 	case <-ctx.Done():
 	}
 	if g.toolGrace > 0 {
 		t := time.NewTimer(g.toolGrace)
 		select {
-		case tr := <-done:
+		case <-w.Done():
 			t.Stop()
-			return tr.res, tr.err, nil
+			r.workers.Put(w)
+			return j.res, j.err, nil
 		case <-t.C:
 		}
 	}
-	if !state.CompareAndSwap(running, abandoned) { // it returned just now
-		tr := <-done
-		return tr.res, tr.err, nil
+	lateRec := *rec // a copy, so that rec stays on the caller's stack on the common path
+	j.rec, j.late = &lateRec, make(chan struct{})
+	if !j.state.CompareAndSwap(toolRunning, toolAbandoned) { // it returned just now
+		return finished()
 	}
+	w.Abandon()
 	cerr := ctx.Err()
 	cause := context.Cause(ctx)
 	if cause != nil && cause != cerr {
 		cerr = fmt.Errorf("%w (%w)", cerr, cause)
 	}
 	g.log.Debug("governance: tool abandoned", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "grace", g.toolGrace)
-	return nil, &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: cerr, Abandoned: true}, late
+	return nil, &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: cerr, Abandoned: true}, j.late
 }
 
 // runTool runs tool, turning errors and panics into *ToolError.

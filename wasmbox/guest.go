@@ -18,6 +18,7 @@ import (
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/handoff"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 	"github.com/wasmbox/wasmbox/pyruntime/py"
 )
@@ -56,6 +57,11 @@ type execState struct {
 	// run was ended for it.
 	limitDenied bool
 	flooded     bool
+	// workers runs the tool calls (callTool); closed when the exec ends.
+	workers handoff.Pool
+	// toolCtx is the context of the tools, derived from toolCtxOf (the context of the exec's host calls).
+	toolCtx, toolCtxOf context.Context
+	job                *toolJob // reused from call to call; nil after one was abandoned
 }
 
 // endedAt is when the run's context ended, as the host measured it.
@@ -177,40 +183,38 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 // (governance.DefaultToolGrace), and a hard bound for a gate configured without one.
 const toolRecordWait = governance.DefaultToolGrace + 150*time.Millisecond
 
-type toolAnswer struct {
-	resp  []byte
-	isErr bool
-}
-
-// callTool runs one tool call through the bridge on a goroutine of its own, so that the run's deadline holds
-// while a tool runs: when the run's context ends first, the host waits at most toolRecordWait for the call to come back, and
-// then the run is killed. A result that arrives after the end never reaches the guest.
+// callTool runs one tool call through the bridge on the exec's worker goroutine (internal/handoff), so that the
+// run's deadline holds while a tool runs: when the run's context ends first, the host waits at most
+// toolRecordWait for the call to come back, and then the run is killed. A result that arrives after the end
+// never reaches the guest. The worker is reused from call to call; one that is left behind is never reused.
 func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMessage) ([]byte, bool) {
 	st := h.state
-	tctx := ctx
-	if h.g != nil {
-		tctx = withReentry(ctx, h.g.sb)
+	if st.toolCtxOf != ctx { // once per exec: every call of an exec gets the same context
+		st.toolCtxOf, st.toolCtx = ctx, ctx
+		if h.g != nil {
+			st.toolCtx = withReentry(ctx, h.g.sb)
+		}
 	}
-	ch := make(chan toolAnswer, 1)
-	go func() {
-		defer func() {
-			if v := recover(); v != nil {
-				ch <- toolAnswer{hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", name)), true}
-			}
-		}()
-		resp, isErr := st.bridge.Call(tctx, name, args)
-		ch <- toolAnswer{resp, isErr}
-	}()
-	var a toolAnswer
+	j := st.job
+	if j == nil {
+		j = &toolJob{bridge: st.bridge}
+		st.job = j
+	}
+	j.ctx, j.name, j.args = st.toolCtx, name, args
+	w := st.workers.Start(ctx, j)
 	select {
-	case a = <-ch:
+	case <-w.Done():
+		st.workers.Put(w)
 	case <-ctx.Done():
 		// The answer is discarded either way; waiting for it keeps the call's record (the gate gives up on a
 		// tool that ignores its context within its ToolGrace and records it as abandoned).
 		wait := time.NewTimer(time.Until(st.endedAt().Add(toolRecordWait)))
 		select {
-		case a = <-ch:
+		case <-w.Done():
+			st.workers.Put(w)
 		case <-wait.C:
+			w.Abandon()
+			st.job = nil // still the worker's: never touched again
 		}
 		wait.Stop()
 	}
@@ -219,20 +223,42 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 		st.kill = true
 		return hostfuncs.ErrorResponse("DeadlineExceeded", "the run's deadline passed during the tool call"), true
 	}
-	if !a.isErr {
+	resp, isErr := j.resp, j.isErr
+	j.resp, j.args = nil, nil // keep nothing of this call alive in the exec
+	if !isErr {
 		st.completed++
 	} else if !st.limitDenied {
 		var e struct {
 			Type string `json:"type"`
 		}
-		st.limitDenied = json.Unmarshal(a.resp, &e) == nil && e.Type == "ToolLimitExceeded"
+		st.limitDenied = json.Unmarshal(resp, &e) == nil && e.Type == "ToolLimitExceeded"
 	}
 	if st.bridge.Flooded() {
 		// The run's calls are refused and the program keeps calling: end it instead of serving refusals until
 		// its deadline.
 		st.flooded, st.limitDenied, st.kill = true, true, true
 	}
-	return a.resp, a.isErr
+	return resp, isErr
+}
+
+// toolJob is one tool call for the exec's worker; an exec reuses one (its calls come one at a time).
+type toolJob struct {
+	bridge *hostfuncs.Bridge
+	ctx    context.Context
+	name   string
+	args   json.RawMessage
+	resp   []byte
+	isErr  bool
+}
+
+// Run is the worker's side of callTool: the call through the bridge, with a panic turned into a ToolError.
+func (j *toolJob) Run() {
+	defer func() {
+		if v := recover(); v != nil {
+			j.resp, j.isErr = hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", j.name)), true
+		}
+	}()
+	j.resp, j.isErr = j.bridge.Call(j.ctx, j.name, j.args)
 }
 
 // truncateText cuts s to at most n bytes (on a UTF-8 boundary) and says how much was cut.
@@ -518,7 +544,7 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	defer func() { g.stdout.set(nil); g.stderr.set(nil); g.stdin.set(nil) }()
 	g.host.state = st
 	g.host.ctx.Store(&ctx)
-	defer func() { g.host.state = nil }()
+	defer func() { g.host.state = nil; st.workers.Close() }()
 	g.memRefused.Store(false)
 	g.ws.fs.Mark()
 
