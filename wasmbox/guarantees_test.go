@@ -109,7 +109,7 @@ func tail(s string) string {
 }
 
 // only the stdlib, zoneinfo, /packages, /workspace, /tmp and /dev (null alone) exist; the stdlib is read-only.
-func TestG1FileSystemView(t *testing.T) {
+func TestFileSystemView(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	res := run(t, sb, `import os
 print(sorted(os.listdir("/")), os.getcwd())
@@ -124,7 +124,7 @@ except OSError as e:
 }
 
 // the host's environment is invisible; only Config.Env reaches the guest.
-func TestG2Environment(t *testing.T) {
+func TestEnvironmentIsExactlyConfigEnv(t *testing.T) {
 	t.Setenv("WASMBOX_HOST_ONLY", "secret")
 	sb := newSandbox(t, wasmbox.Config{Env: map[string]string{"GREETING": "hi"}})
 	res := run(t, sb, "import os; print(sorted(os.environ.items()))")
@@ -138,7 +138,7 @@ func TestG2Environment(t *testing.T) {
 
 // No network and no processes are covered by the corpus (sockets, DNS, metadata endpoint, subprocess, fork, threads); this checks
 // the exact errors a program sees, so a regression that makes them succeed or crash fails here.
-func TestG3G4NoNetworkNoProcesses(t *testing.T) {
+func TestNoNetworkNoProcesses(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	res := run(t, sb, `import socket, subprocess, threading, os
 out = []
@@ -158,7 +158,7 @@ print(out, hasattr(os, "fork"), hasattr(os, "system"))`)
 }
 
 // memory is capped per sandbox; host memory does not grow past the cap.
-func TestG5MemoryLimit(t *testing.T) {
+func TestMemoryLimit(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{MemoryLimit: 96 << 20})
 	res := run(t, sb, `try:
     x = bytearray(200 << 20)
@@ -181,7 +181,7 @@ print("small ok")`)
 
 // a deadline stops any code within a bounded delay, even while another goroutine allocates heavily (a
 // watchdog that writes guest state from another goroutine would hang here under GC).
-func TestG6DeadlineUnderGCPressure(t *testing.T) {
+func TestDeadlineUnderGCPressure(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{Timeout: 300 * time.Millisecond})
 	stop := make(chan struct{})
 	var sink atomic.Pointer[[]byte]
@@ -231,7 +231,7 @@ func TestG6DeadlineUnderGCPressure(t *testing.T) {
 }
 
 // Python-level code gets a KeyboardInterrupt traceback first.
-func TestG6SoftInterruptTraceback(t *testing.T) {
+func TestSoftInterruptTraceback(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{Timeout: 200 * time.Millisecond})
 	// The kill is certain; the traceback is reported only if the program unwinds within the host's short kill
 	// grace, which a loaded machine can miss. So every attempt must time out and keep its output, and one of
@@ -251,7 +251,7 @@ func TestG6SoftInterruptTraceback(t *testing.T) {
 }
 
 // a cancelled context stops the run too, with context.Canceled.
-func TestG6Cancel(t *testing.T) {
+func TestCancelEndsTheRun(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(200*time.Millisecond, cancel)
@@ -262,7 +262,7 @@ func TestG6Cancel(t *testing.T) {
 }
 
 // output is capped, the excess dropped with a marker.
-func TestG7OutputCap(t *testing.T) {
+func TestOutputCap(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{StdoutLimit: 1000, StderrLimit: 10})
 	res := run(t, sb, "import sys\nfor i in range(10000): print('x' * 99)\nsys.stderr.write('e' * 50)")
 	if !res.StdoutTruncated || !res.StderrTruncated {
@@ -277,7 +277,7 @@ func TestG7OutputCap(t *testing.T) {
 }
 
 // workspace quotas give ENOSPC / EDQUOT in Python, with no partial write.
-func TestG8WorkspaceQuota(t *testing.T) {
+func TestWorkspaceQuota(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{WorkspaceBytes: 1 << 20, WorkspaceFiles: 5})
 	res := run(t, sb, `import errno
 out = []
@@ -299,7 +299,7 @@ print(out)`)
 }
 
 // runs share nothing — globals, modules, builtins, files, environment, cwd.
-func TestG9RunsShareNothing(t *testing.T) {
+func TestRunsShareNothing(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	run(t, sb, `import os, sys, builtins, json
 leak = 1
@@ -323,7 +323,7 @@ print("leak" in globals(), hasattr(builtins, "LEAK"), hasattr(json, "LEAK"), "/e
 }
 
 // malformed requests from the guest become Python-side errors, never a host crash.
-func TestG12MalformedHostCalls(t *testing.T) {
+func TestMalformedHostCalls(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	res := run(t, sb, `import _wasmbox
 out = []
@@ -342,7 +342,7 @@ except TypeError:
 
 // two runs from one snapshot do not share randomness or temporary names (the snapshot froze the state
 // these derive from; each run reseeds).
-func TestG9SnapshotRunsDiffer(t *testing.T) {
+func TestSnapshotRunsDiffer(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{})
 	code := "import random, os, tempfile\nprint(random.random(), os.urandom(8).hex(), tempfile.mktemp(), random.Random().random())"
 	a, b := run(t, sb, code).Stdout, run(t, sb, code).Stdout
