@@ -2,6 +2,7 @@ package hostfuncs
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,7 +42,7 @@ func (g *costGraph) inPlaceEdges(ptr string) []string {
 			out = append(out, t)
 		}
 	}
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		if !inPlace[k] {
 			continue
 		}
@@ -55,7 +56,7 @@ func (g *costGraph) inPlaceEdges(ptr string) []string {
 			}
 		case map[string]any:
 			if k == "dependentSchemas" || k == "dependencies" {
-				for _, name := range sortedKeys(sub) {
+				for _, name := range slices.Sorted(maps.Keys(sub)) {
 					if isSchema(sub[name]) {
 						out = append(out, ptr+"/"+escapeToken(k)+"/"+escapeToken(name))
 					}
@@ -84,17 +85,17 @@ type memberEdge struct{ from, to string }
 func (g *costGraph) descend(ptr string, into map[string][]memberEdge) {
 	obj, _ := lookup(g.root, ptr).(map[string]any)
 	add := func(key, p string) { into[key] = append(into[key], memberEdge{from: ptr, to: p}) }
-	for _, k := range sortedKeys(obj) {
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
 		base := ptr + "/" + escapeToken(k)
 		switch k {
 		case "properties":
 			props, _ := obj[k].(map[string]any)
-			for _, name := range sortedKeys(props) {
+			for _, name := range slices.Sorted(maps.Keys(props)) {
 				add("."+name, base+"/"+escapeToken(name))
 			}
 		case "patternProperties":
 			props, _ := obj[k].(map[string]any)
-			for _, name := range sortedKeys(props) {
+			for _, name := range slices.Sorted(maps.Keys(props)) {
 				add(anyProperty, base+"/"+escapeToken(name))
 			}
 		case "additionalProperties", "unevaluatedProperties":
@@ -137,7 +138,7 @@ func (g *costGraph) closure(start map[string]int) (map[string]int, int, error) {
 		}
 		order = append(order, p)
 	}
-	for _, p := range sortedKeys(start) {
+	for _, p := range slices.Sorted(maps.Keys(start)) {
 		visit(p)
 	}
 	if g.steps > maxCostSteps {
@@ -183,11 +184,11 @@ func checkCost(root any) error {
 			return nil
 		}
 		byKey := map[string][]memberEdge{}
-		for _, p := range sortedKeys(counts) {
+		for _, p := range slices.Sorted(maps.Keys(counts)) {
 			g.descend(p, byKey)
 		}
 		// A named property also meets the subschemas for any property.
-		keys := sortedKeys(byKey)
+		keys := slices.Sorted(maps.Keys(byKey))
 		for _, key := range keys {
 			next := map[string]int{}
 			targets := byKey[key]
@@ -221,7 +222,7 @@ const maxArgsNesting = 1000
 
 func levelSignature(m map[string]int) string {
 	var b strings.Builder
-	for _, k := range sortedKeys(m) {
+	for _, k := range slices.Sorted(maps.Keys(m)) {
 		b.WriteString(k)
 		b.WriteByte('\x00')
 		b.WriteString(strconv.Itoa(m[k]))
@@ -236,13 +237,4 @@ func isSchema(v any) bool {
 		return true
 	}
 	return false
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
