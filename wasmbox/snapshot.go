@@ -92,7 +92,7 @@ func (it *interp) snapshotModule(ctx context.Context, sp uint64) (engine.Module,
 	if err != nil {
 		return nil, fmt.Errorf("%w: snapshot module: %w", ErrInterpreter, err)
 	}
-	starttrace.Mark("snapshot: wazero CompileModule (decode, validate, cache load)")
+	starttrace.Mark("snapshot: compile module (the engine decodes, validates, loads cached code)")
 	if it.snapMods == nil {
 		it.snapMods = map[uint64]engine.Module{}
 	}

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmbox/wasmbox/internal/firstrun"
 	"github.com/wasmbox/wasmbox/internal/starttrace"
-	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
 // P2 is a new process's first result with the cache warm, and from a precompiled directory. Each round runs, one
@@ -31,27 +31,7 @@ import (
 // JSON on stdout.
 const p2ChildFlag = "-p2-child"
 
-func p2Child() {
-	if !starttrace.FromEnv(os.Getenv) {
-		starttrace.Enable()
-	}
-	ctx := context.Background()
-	sb, err := wasmbox.New(ctx, wasmbox.Config{CacheDir: os.Getenv("WASMBOX_CACHE_DIR"), PrecompiledDir: os.Getenv("WASMBOX_PRECOMPILED")})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	starttrace.Mark("New: the rest")
-	res, err := sb.Run(ctx, "print(1)")
-	if err != nil || res.Stdout != "1\n" {
-		fmt.Fprintln(os.Stderr, "run:", err)
-		os.Exit(1)
-	}
-	starttrace.Mark("first Run")
-	_ = sb.Close(ctx)
-	starttrace.Mark("Close")
-	_ = json.NewEncoder(os.Stdout).Encode(starttrace.Take())
-}
+func p2Child() { firstrun.Main("") }
 
 // msSpread is the median and range of one measure over the rounds, in ms.
 type msSpread struct {
@@ -87,12 +67,16 @@ type p2Case struct {
 type p2Report struct {
 	Rounds int `json:"rounds"`
 	// CLIWarmCache and CLIPrecompiled are the CLI's whole-process wall times (the P2 figure).
-	CLIWarmCache      msSpread `json:"cli_warm_cache"`
-	CLIPrecompiled    msSpread `json:"cli_precompiled"`
-	Cases             []p2Case `json:"cases"`
-	PrecompiledBytes  int64    `json:"precompiled_dir_bytes"`
-	PrecompiledFiles  []string `json:"precompiled_files"`
-	PrecompileSeconds float64  `json:"precompile_seconds"`
+	CLIWarmCache   msSpread `json:"cli_warm_cache"`
+	CLIPrecompiled msSpread `json:"cli_precompiled"`
+	// WasmtimeWarmCache is the whole-process wall time of a program that selects the wasmtime engine (its own
+	// module, cgo), with its cache warm; nil when that program could not be built (Unavailable says why).
+	WasmtimeWarmCache *msSpread `json:"wasmtime_warm_cache,omitempty"`
+	Unavailable       []string  `json:"unavailable,omitempty"`
+	Cases             []p2Case  `json:"cases"`
+	PrecompiledBytes  int64     `json:"precompiled_dir_bytes"`
+	PrecompiledFiles  []string  `json:"precompiled_files"`
+	PrecompileSeconds float64   `json:"precompile_seconds"`
 }
 
 // p2Run is one process: its whole wall and CPU time and the phases it reported.
@@ -189,10 +173,11 @@ func measureP2(ctx context.Context, rounds int, cli string) (*p2Report, error) {
 		return nil
 	})
 	withPre := "WASMBOX_PRECOMPILED=" + pre
-	cases := []struct {
+	type p2Kind struct {
 		name string
 		run  func() (p2Run, error)
-	}{
+	}
+	cases := []p2Kind{
 		{"CLI, warm cache", func() (p2Run, error) {
 			return runTraced(ctx, bin, []string{"run", "-c", "print(1)"}, nil, cliPhases)
 		}},
@@ -205,6 +190,18 @@ func measureP2(ctx context.Context, rounds int, cli string) (*p2Report, error) {
 		{"package only (New + Run), precompiled directory", func() (p2Run, error) {
 			return runTraced(ctx, self, []string{p2ChildFlag}, []string{withPre}, childPhases)
 		}},
+	}
+	// The same first result with the wasmtime engine: its module is nested (cgo, wasmtime-go), so its child is
+	// built from there. Without cgo or a C toolchain the case is reported unavailable, with the build's error.
+	wt := filepath.Join(dir, "firstrun-wasmtime")
+	if root, err := moduleRoot(ctx); err != nil {
+		r.Unavailable = append(r.Unavailable, "wasmtime engine: "+err.Error())
+	} else if out, err := exec.CommandContext(ctx, "go", "build", "-C", filepath.Join(root, "wasmtime"), "-o", wt, "./internal/firstrun").CombinedOutput(); err != nil {
+		r.Unavailable = append(r.Unavailable, fmt.Sprintf("wasmtime engine: go build: %v: %s", err, bytes.TrimSpace(out)))
+	} else {
+		cases = append(cases, p2Kind{"wasmtime engine, package only (New + Run), warm cache", func() (p2Run, error) {
+			return runTraced(ctx, wt, nil, nil, childPhases)
+		}})
 	}
 	// One unmeasured round fills the cache if it is cold and the page cache.
 	for _, c := range cases {
@@ -230,7 +227,20 @@ func measureP2(ctx context.Context, rounds int, cli string) (*p2Report, error) {
 		r.Cases = append(r.Cases, p2Case{Name: c.name, Wall: msSpreadOf(ws), CPU: msSpreadOf(cs), Parts: partsOf(runs[i])})
 	}
 	r.CLIWarmCache, r.CLIPrecompiled = r.Cases[0].Wall, r.Cases[1].Wall
+	if len(r.Cases) > 4 {
+		r.WasmtimeWarmCache = &r.Cases[4].Wall
+	}
 	return r, nil
+}
+
+// moduleRoot is the directory of the main module (bench/compare runs from inside it).
+func moduleRoot(ctx context.Context) (string, error) {
+	out, err := exec.CommandContext(ctx, "go", "env", "GOMOD").Output()
+	gomod := strings.TrimSpace(string(out))
+	if err != nil || gomod == "" || gomod == os.DevNull {
+		return "", fmt.Errorf("not run from inside the wasmbox module (go env GOMOD: %q, %v)", gomod, err)
+	}
+	return filepath.Dir(gomod), nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -269,6 +279,9 @@ func printP2(r *p2Report) {
 	f := func(s msSpread) string { return fmt.Sprintf("%6.1f ms (%.1f–%.1f)", s.MedianMS, s.MinMS, s.MaxMS) }
 	fmt.Printf("\nP2 new process → first result, median (min–max) of %d interleaved rounds, wall / CPU\n", r.Rounds)
 	fmt.Printf("  precompiled directory: %.0f MB, made in %.0f s: %s\n", float64(r.PrecompiledBytes)/1e6, r.PrecompileSeconds, strings.Join(r.PrecompiledFiles, ", "))
+	for _, u := range r.Unavailable {
+		fmt.Printf("  unavailable: %s\n", u)
+	}
 	for _, c := range r.Cases {
 		fmt.Printf("  %-62s %s / %s\n", c.Name, f(c.Wall), f(c.CPU))
 		for _, p := range c.Parts {
