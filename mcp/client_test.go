@@ -97,6 +97,25 @@ func inMemory(t *testing.T, s *sdk.Server, cfg Config) (*Client, error) {
 
 func boolp(b bool) *bool { return &b }
 
+// gatedSandbox is a Sandbox whose tools are c's, behind a gate made from gcfg; it is closed with the test.
+func gatedSandbox(t *testing.T, gcfg governance.GateConfig, c *Client) *wasmbox.Sandbox {
+	t.Helper()
+	gate, err := governance.NewGate(gcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := wasmbox.Config{Gate: gate}
+	if err := Attach(&cfg, c); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := wasmbox.New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sb.Close(context.Background()) })
+	return sb
+}
+
 // mappingServer has one tool for each mapping rule.
 func mappingServer() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "mapping", Version: "1"}, nil)
@@ -231,19 +250,7 @@ func TestThroughTheGate(t *testing.T) {
 	audit := &governance.MemoryAuditor{}
 	gcfg := wasmbox.DefaultGateConfig()
 	gcfg.Auditor = audit
-	gate, err := governance.NewGate(gcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := wasmbox.Config{Gate: gate}
-	if err := Attach(&cfg, c); err != nil {
-		t.Fatal(err)
-	}
-	sb, err := wasmbox.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close(ctx)
+	sb := gatedSandbox(t, gcfg, c)
 	res, err := sb.Run(ctx, `import tools
 r = tools.get_sum_2(1, 2.5)
 print(type(r).__name__, r)

@@ -47,19 +47,7 @@ func runEverything(t *testing.T, c *Client) {
 	}
 	gcfg := wasmbox.DefaultGateConfig()
 	gcfg.Policy = pol
-	gate, err := governance.NewGate(gcfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := wasmbox.Config{Gate: gate}
-	if err := Attach(&cfg, c); err != nil {
-		t.Fatal(err)
-	}
-	sb, err := wasmbox.New(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sb.Close(ctx)
+	sb := gatedSandbox(t, gcfg, c)
 	res, err := sb.Run(ctx, everythingProgram)
 	if err != nil {
 		t.Fatal(err, res.Stderr)
