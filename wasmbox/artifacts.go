@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/wasmbox/wasmbox/assets"
+	"github.com/wasmbox/wasmbox/internal/engine"
 )
 
 // The embedded interpreter is decompressed once, into the cache: <CacheDir>/artifacts/<sha256 of python.wasm.gz>
@@ -171,7 +172,7 @@ func loadAssets(dir string) (*assets.Verified, error) {
 	v, err := assets.LoadVerified()
 	if err == nil && path != "" && os.MkdirAll(dir, 0o700) == nil {
 		b, _ := json.Marshal(rec)
-		_ = writeFileAtomic(path, b)
+		_ = engine.WriteFileAtomic(path, b)
 	}
 	return v, err
 }
@@ -252,7 +253,7 @@ func writeArtifact(dir, gz string, wasm []byte, sha string) error {
 		return err
 	}
 	wp, mp := artifactPaths(dir, gz)
-	if err := writeFileAtomic(wp, wasm); err != nil {
+	if err := engine.WriteFileAtomic(wp, wasm); err != nil {
 		return err
 	}
 	fi, err := os.Stat(wp)
@@ -261,25 +262,5 @@ func writeArtifact(dir, gz string, wasm []byte, sha string) error {
 	}
 	b, _ := json.Marshal(artifactManifest{Format: artifactFormat, GzSHA256: gz, WasmSHA256: sha, ExportsChecked: true,
 		File: identityOf(fi)})
-	return writeFileAtomic(mp, b)
-}
-
-// writeFileAtomic writes data to a temporary file in path's directory (mode 0600) and renames it to path, so
-// readers see the old file, the new one or none, never a part.
-func writeFileAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		os.Remove(f.Name())
-	}
-	return err
+	return engine.WriteFileAtomic(mp, b)
 }

@@ -300,7 +300,7 @@ func precompile(ctx context.Context, dir string, cfg Config, snapshotOnly bool) 
 		return fmt.Errorf("wasmbox: Precompile: %w", err)
 	}
 	b, _ := json.MarshalIndent(info, "", "  ")
-	if err := writeFileAtomic(filepath.Join(abs, precompiledManifest), append(b, '\n')); err != nil {
+	if err := engine.WriteFileAtomic(filepath.Join(abs, precompiledManifest), append(b, '\n')); err != nil {
 		return fmt.Errorf("wasmbox: Precompile: %w", err)
 	}
 	return os.Chmod(filepath.Join(abs, precompiledManifest), 0o644)

@@ -143,7 +143,7 @@ func (s *Sandbox) saveSnapshot(key string, mem []byte, sp uint64) {
 	if dir == "" || key == "" {
 		return
 	}
-	write := func(name string, data []byte) error { return writeFileAtomic(filepath.Join(dir, name), data) }
+	write := func(name string, data []byte) error { return engine.WriteFileAtomic(filepath.Join(dir, name), data) }
 	err := os.MkdirAll(dir, 0o700)
 	if err == nil {
 		err = write(key+".img", mem)

@@ -162,7 +162,7 @@ func (it *interp) snapshotWasm(sp uint64) (*snapModuleBytes, error) {
 					return nil, err
 				}
 				sm.id = &id
-				_ = writeFileAtomic(filepath.Join(it.cacheDir, "snapshots", snapshotModuleID(name)), []byte(hex.EncodeToString(id[:])+"\n"))
+				_ = engine.WriteFileAtomic(filepath.Join(it.cacheDir, "snapshots", snapshotModuleID(name)), []byte(hex.EncodeToString(id[:])+"\n"))
 			}
 			return sm, nil
 		}
@@ -185,8 +185,8 @@ func (it *interp) snapshotWasm(sp uint64) (*snapModuleBytes, error) {
 	}
 	id := engine.WazeroModuleID(wasm)
 	if path != "" && os.MkdirAll(filepath.Dir(path), 0o700) == nil {
-		if writeFileAtomic(path, wasm) == nil {
-			_ = writeFileAtomic(filepath.Join(filepath.Dir(path), snapshotModuleID(name)), []byte(hex.EncodeToString(id[:])+"\n"))
+		if engine.WriteFileAtomic(path, wasm) == nil {
+			_ = engine.WriteFileAtomic(filepath.Join(filepath.Dir(path), snapshotModuleID(name)), []byte(hex.EncodeToString(id[:])+"\n"))
 		}
 	}
 	return &snapModuleBytes{wasm: wasm, id: &id, close: func() {}}, nil

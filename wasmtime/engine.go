@@ -94,7 +94,7 @@ func (e *wasmtimeEngine) Compile(_ context.Context, wasm []byte) (engine.Module,
 		mod = m
 		if e.cacheDir != "" {
 			if b, err := m.Serialize(); err == nil {
-				_ = writeFileAtomic(e.cachePath(wasm), b) // a cache that cannot be written only costs time
+				_ = engine.WriteFileAtomic(e.cachePath(wasm), b) // a cache that cannot be written only costs time
 			}
 		}
 	}
@@ -111,24 +111,6 @@ func (e *wasmtimeEngine) Compile(_ context.Context, wasm []byte) (engine.Module,
 		}
 	}
 	return wm, nil
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*.cwasm")
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(b)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(f.Name(), path)
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-	}
-	return err
 }
 
 // Close releases the engine. Modules and instances hold their own references, so closing is left to the
