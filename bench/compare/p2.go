@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmbox/wasmbox/bench"
 	"github.com/wasmbox/wasmbox/internal/firstrun"
 	"github.com/wasmbox/wasmbox/internal/starttrace"
 )
@@ -193,11 +194,8 @@ func measureP2(ctx context.Context, rounds int, cli string) (*p2Report, error) {
 	}
 	// The same first result with the wasmtime engine: its module is nested (cgo, wasmtime-go), so its child is
 	// built from there. Without cgo or a C toolchain the case is reported unavailable, with the build's error.
-	wt := filepath.Join(dir, "firstrun-wasmtime")
-	if root, err := moduleRoot(ctx); err != nil {
+	if wt, err := buildWasmtimeChild(ctx, dir); err != nil {
 		r.Unavailable = append(r.Unavailable, "wasmtime engine: "+err.Error())
-	} else if out, err := exec.CommandContext(ctx, "go", "build", "-C", filepath.Join(root, "wasmtime"), "-o", wt, "./internal/firstrun").CombinedOutput(); err != nil {
-		r.Unavailable = append(r.Unavailable, fmt.Sprintf("wasmtime engine: go build: %v: %s", err, bytes.TrimSpace(out)))
 	} else {
 		cases = append(cases, p2Kind{"wasmtime engine, package only (New + Run), warm cache", func() (p2Run, error) {
 			return runTraced(ctx, wt, nil, nil, childPhases)
@@ -231,6 +229,46 @@ func measureP2(ctx context.Context, rounds int, cli string) (*p2Report, error) {
 		r.WasmtimeWarmCache = &r.Cases[4].Wall
 	}
 	return r, nil
+}
+
+// buildWasmtimeChild builds the wasmtime module's firstrun program into dir: the child that times a first
+// result (no arguments) or the engine's figures (-engine-numbers). Without cgo or a C toolchain it fails with the
+// build's error.
+func buildWasmtimeChild(ctx context.Context, dir string) (string, error) {
+	root, err := moduleRoot(ctx)
+	if err != nil {
+		return "", err
+	}
+	wt := filepath.Join(dir, "firstrun-wasmtime")
+	if out, err := exec.CommandContext(ctx, "go", "build", "-C", filepath.Join(root, "wasmtime"), "-o", wt, "./internal/firstrun").CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return wt, nil
+}
+
+// wasmtimeEngineNumbers builds the wasmtime child and has it measure the engine's row (bench.EngineNumbers).
+func wasmtimeEngineNumbers(ctx context.Context, reps, runs int) (bench.EngineRow, error) {
+	dir, err := os.MkdirTemp("", "wasmbox-compare-")
+	if err != nil {
+		return bench.EngineRow{}, err
+	}
+	defer os.RemoveAll(dir)
+	wt, err := buildWasmtimeChild(ctx, dir)
+	if err != nil {
+		return bench.EngineRow{}, err
+	}
+	var stderr bytes.Buffer
+	cmd := exec.CommandContext(ctx, wt, firstrun.EngineNumbersFlag, strconv.Itoa(reps), strconv.Itoa(runs))
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return bench.EngineRow{}, fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
+	}
+	var row bench.EngineRow
+	if err := json.Unmarshal(out, &row); err != nil || row.W1Seconds <= 0 || row.W2Seconds <= 0 || row.FreshRunP50MS <= 0 {
+		return bench.EngineRow{}, fmt.Errorf("the child printed %q, not an engine row (%v)", bytes.TrimSpace(out), err)
+	}
+	return row, nil
 }
 
 // moduleRoot is the directory of the main module (bench/compare runs from inside it).
