@@ -82,9 +82,8 @@ func noDeadline(b *testing.B) wasmbox.Config {
 
 // BenchmarkToolCall is the round trip of one tool call from Python through the Gate (P5): 10,000 calls per run,
 // reported as µs per call, with an in-memory audit and with a hash-chained file audit. Each call crosses into Go
-// twice (call, fetch) and hands off to a reused goroutine twice (the sandbox's and the gate's); the handoff
-// alone is measured by go test -bench . ./internal/handoff/ (BenchmarkHandoff against BenchmarkGoroutinePerJob,
-// what it replaced).
+// twice (call, fetch) and runs the bridge, the gate and the tool on the program's own goroutine (a worker of the
+// Sandbox, handed the whole run once): no handoff per call.
 func BenchmarkToolCall(b *testing.B) {
 	file, err := governance.OpenAuditFile(filepath.Join(b.TempDir(), "audit.jsonl"), governance.JSONLConfig{})
 	if err != nil {

@@ -202,6 +202,9 @@ type Run struct {
 	perTool      map[string]int64
 
 	workers handoff.Pool // the goroutines that run tools when the call's context can end
+	// watches are the contexts of the tools running inline (runInline), by their Done channel: one AfterFunc per
+	// context, not per call. Guarded by mu.
+	watches map[<-chan struct{}]*inlineWatch
 }
 
 // NewRun starts a run. runID identifies it in the audit log and should be unique; an empty runID gets a random
@@ -254,12 +257,18 @@ func (r *Run) Flooded() bool {
 // tool's own spans nest under it.
 func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error) {
 	ctx, span := r.g.tel.start(ctx, &call)
-	out, err := r.do(ctx, call, tool)
+	out, err := r.do(ctx, call, tool, span)
+	if out.Status == StatusAbandoned && inline(ctx) {
+		return out, err // the span ended when the gate gave up on the tool (inlineJob.abandon)
+	}
 	r.g.tel.end(ctx, span, out, err)
 	return out, err
 }
 
-func (r *Run) do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error) {
+// inline reports whether the tool of a call with ctx runs on the caller's goroutine (runInline).
+func inline(ctx context.Context) bool { return ctx.Done() != nil && handoff.CallerAbandons(ctx) }
+
+func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span) (Outcome, error) {
 	g := r.g
 	call.RunID = r.id
 	call.Seq = r.seq.Add(1)
@@ -373,7 +382,24 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 
 	// 6. The tool.
 	start := time.Now()
+	if inline(ctx) {
+		// The caller's goroutine is abandoned when ctx ends: the tool runs here, watched by a timer.
+		res, terr, abandoned := r.runInline(ctx, actx, call, tool, &rec, start, settle, span, dec, approvalWait)
+		if abandoned {
+			// Its "abandoned" record was written and its budget settled when the gate gave up on it; the "late"
+			// record too, by now.
+			return Outcome{Call: call, Decision: dec, Status: StatusAbandoned, Duration: time.Since(start), ApprovalWait: approvalWait}, terr
+		}
+		return r.outcome(actx, call, dec, &rec, res, terr, nil, start, approvalWait, settle)
+	}
 	res, terr, late := r.runBounded(ctx, actx, call, tool, &rec, start)
+	return r.outcome(actx, call, dec, &rec, res, terr, late, start, approvalWait, settle)
+}
+
+// outcome settles the budget, writes the outcome record of a tool that ran (ok, failed or abandoned) and
+// returns the call's Outcome.
+func (r *Run) outcome(actx context.Context, call Call, dec Decision, rec *Record, res []byte, terr error, late chan struct{}, start time.Time, approvalWait time.Duration, settle func(CallReport)) (Outcome, error) {
+	g := r.g
 	end := time.Now()
 	dur := end.Sub(start)
 	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
@@ -401,7 +427,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 		rec.ResultSize = int64(len(res))
 		rec.ResultSHA256 = hex.EncodeToString(sum[:])
 	}
-	if err := g.record(actx, rec); err != nil {
+	if err := g.record(actx, *rec); err != nil {
 		out.AuditErr = err
 		g.log.Error("governance: outcome not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
 	}
@@ -844,3 +870,148 @@ func (g *Gate) Limits() Limits { return g.limits.clone() }
 
 // Gate returns the gate the run belongs to.
 func (r *Run) Gate() *Gate { return r.g }
+
+// inlineJob is one tool running on its caller's goroutine (runInline). The tool's return and the gate's giving
+// up race on state, as for toolJob.
+type inlineJob struct {
+	ctx, actx context.Context
+	r         *Run
+	call      Call
+	rec       *Record // the caller's; read by abandon only once it has won the race
+	start     time.Time
+	settle    func(CallReport)
+	state     atomic.Int32
+	late      chan struct{} // closed by abandon once the "abandoned" record is written
+	lateRec   Record        // written by abandon before it closes late
+	terr      error         // the same
+	// For the call's span, which abandon ends (Do does not, for an abandoned inline call).
+	span         trace.Span
+	dec          Decision
+	approvalWait time.Duration
+}
+
+// inlineWatch is the one AfterFunc of a context under which tools run inline, and those tools.
+type inlineWatch struct {
+	jobs map[*inlineJob]struct{}
+}
+
+// runInline runs tool on the calling goroutine, for a caller that abandons this goroutine when ctx ends (see
+// internal/handoff.WithCallerAbandons): no handoff each way, which in a tight loop of calls costs more than the
+// rest of the call, since each handoff wakes a parked thread. The gate still keeps its bound: when ctx ends, a
+// timer gives the tool GateConfig.ToolGrace, then writes the "abandoned" record and settles the budget exactly as
+// runBounded's caller does; the tool's eventual return then writes the "late" record behind it and Do returns an
+// Outcome nobody waits for. It reports abandoned when that happened (the records are written and settle was
+// called); otherwise the caller writes the outcome as usual.
+func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec *Record, start time.Time, settle func(CallReport),
+	span trace.Span, dec Decision, approvalWait time.Duration) ([]byte, error, bool) {
+	j := &inlineJob{ctx: ctx, actx: actx, r: r, call: call, rec: rec, start: start, settle: settle, late: make(chan struct{}),
+		span: span, dec: dec, approvalWait: approvalWait}
+	r.watchInline(ctx, j)
+	res, err := runTool(ctx, call, tool)
+	r.unwatchInline(ctx, j)
+	if j.state.CompareAndSwap(toolRunning, toolFinished) {
+		return res, err, false
+	}
+	<-j.late // abandon wrote the "abandoned" record
+	g := r.g
+	lr := j.lateRec
+	lr.Time = g.clock()
+	lr.Outcome, lr.Duration, lr.Error = StatusLate, time.Since(start), ""
+	lr.Reason = "the tool returned after the gate had abandoned it; its result was discarded"
+	if err != nil {
+		lr.Error = truncateUTF8(err.Error(), maxErrorBytes)
+	} else {
+		sum := sha256.Sum256(res)
+		lr.ResultSize, lr.ResultSHA256 = int64(len(res)), hex.EncodeToString(sum[:])
+	}
+	if aerr := g.record(actx, lr); aerr != nil {
+		g.log.Debug("governance: late result not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", aerr)
+	}
+	return nil, j.terr, true
+}
+
+// watchInline registers j under its context's watch, creating the watch (one AfterFunc) for a new context. A
+// watch lives until its context ends (the sandbox ends the context of every exec when it returns); a context
+// that has already ended fires at once.
+func (r *Run) watchInline(ctx context.Context, j *inlineJob) {
+	done := ctx.Done()
+	r.mu.Lock()
+	w := r.watches[done]
+	first := w == nil
+	if first {
+		if r.watches == nil {
+			r.watches = map[<-chan struct{}]*inlineWatch{}
+		}
+		w = &inlineWatch{jobs: map[*inlineJob]struct{}{}}
+		r.watches[done] = w
+	}
+	w.jobs[j] = struct{}{}
+	r.mu.Unlock()
+	if first {
+		context.AfterFunc(ctx, func() { r.inlineCtxEnded(done) })
+	}
+}
+
+// unwatchInline removes j from its context's watch once its tool has returned.
+func (r *Run) unwatchInline(ctx context.Context, j *inlineJob) {
+	r.mu.Lock()
+	if w := r.watches[ctx.Done()]; w != nil {
+		delete(w.jobs, j)
+	}
+	r.mu.Unlock()
+}
+
+// inlineCtxEnded runs when a context under which tools run inline ends: every tool still running gets its grace,
+// and the watch is dropped (a later call under the same context makes a new one, which fires at once).
+func (r *Run) inlineCtxEnded(done <-chan struct{}) {
+	r.mu.Lock()
+	w := r.watches[done]
+	var jobs []*inlineJob
+	if w != nil {
+		for j := range w.jobs {
+			jobs = append(jobs, j)
+		}
+		delete(r.watches, done)
+	}
+	r.mu.Unlock()
+	for _, j := range jobs {
+		r.g.armAbandon(j)
+	}
+}
+
+// armAbandon gives the running tool of j its ToolGrace, then abandons it.
+func (g *Gate) armAbandon(j *inlineJob) {
+	if g.toolGrace > 0 {
+		time.AfterFunc(g.toolGrace, j.abandon)
+		return
+	}
+	j.abandon()
+}
+
+// abandon gives up on the tool of j if it is still running: the "abandoned" outcome record and the budget's
+// settlement, as runBounded's caller would write them, then the signal for the "late" record.
+func (j *inlineJob) abandon() {
+	if !j.state.CompareAndSwap(toolRunning, toolAbandoned) {
+		return // it returned first
+	}
+	g, call := j.r.g, j.call
+	dur := time.Since(j.start)
+	j.settle(CallReport{Ran: true, Failed: true, Duration: dur})
+	cerr := j.ctx.Err()
+	if cause := context.Cause(j.ctx); cause != nil && cause != cerr {
+		cerr = fmt.Errorf("%w (%w)", cerr, cause)
+	}
+	j.terr = &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: cerr, Abandoned: true}
+	rec := *j.rec
+	j.lateRec = rec
+	rec.Time = g.clock()
+	rec.Outcome, rec.Duration = StatusAbandoned, dur
+	rec.Error = truncateUTF8(j.terr.Error(), maxErrorBytes)
+	if err := g.record(j.actx, rec); err != nil {
+		g.log.Error("governance: outcome not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
+	}
+	g.log.Debug("governance: tool abandoned", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "grace", g.toolGrace)
+	g.tel.end(j.ctx, j.span, Outcome{Call: call, Decision: j.dec, Status: StatusAbandoned, Duration: dur, ApprovalWait: j.approvalWait}, j.terr)
+	close(j.late)
+	handoff.Abandoned(j.ctx) // the caller may stop waiting: the call is recorded
+}

@@ -40,8 +40,8 @@ type ToolCall struct {
 	Args       json.RawMessage `json:"args,omitempty"`
 	ArgsSize   int64           `json:"args_size,omitempty"`
 	ArgsSHA256 string          `json:"args_sha256,omitempty"`
-	// Status is "ok", "failed", "abandoned" (the tool was still running when the deadline passed) or
-	// "denied".
+	// Status is "ok", "failed", "abandoned" (the tool, or the gate before it, was still running when the
+	// deadline and its grace passed) or "denied".
 	Status    string        `json:"status"`
 	DecidedBy string        `json:"decided_by,omitempty"`
 	Reason    string        `json:"reason,omitempty"`
@@ -65,6 +65,17 @@ type Bridge struct {
 	calls      []ToolCall
 	keptArgs   int
 	unrecorded int64
+	// inflight is the call in progress (its start, and its sequence number once the gate has given it one);
+	// abandoned is set by Abandon, after which nothing more is recorded.
+	inflight  *inflightCall
+	abandoned bool
+}
+
+type inflightCall struct {
+	name  string
+	args  json.RawMessage
+	seq   int64
+	start time.Time
 }
 
 // NewBridge returns the bridge of one run.
@@ -113,8 +124,20 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	}
 	shown := cut(name, maxToolNameBytes) // for messages
 	start := time.Now()
+	inf := &inflightCall{name: name, args: args, start: start}
+	b.mu.Lock()
+	b.inflight = inf
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		b.inflight = nil
+		b.mu.Unlock()
+	}()
 	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source},
 		func(ctx context.Context, call governance.Call) ([]byte, error) {
+			b.mu.Lock()
+			inf.seq = call.Seq
+			b.mu.Unlock()
 			t, ok := b.reg.Lookup(name)
 			if !ok {
 				return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, shown, strings.Join(b.reg.Names(), ", "))
@@ -148,10 +171,35 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	return ErrorResponse(typ, msg), true
 }
 
+// Abandon is for a caller that gives up on the run while a call may still be in progress (its goroutine is left
+// to it): it returns the run's calls, with the call in progress, if any, as "abandoned", and records nothing
+// afterwards. The call's sequence number is the gate's when the gate had got as far as the tool, else 0.
+func (b *Bridge) Abandon() []ToolCall {
+	b.mu.Lock()
+	if !b.abandoned {
+		b.abandoned = true
+		if inf := b.inflight; inf != nil {
+			c := ToolCall{Seq: inf.seq, Tool: cut(inf.name, maxToolNameBytes), Status: string(governance.StatusAbandoned),
+				Reason: "the call had not returned when the run's deadline and its grace had passed", Duration: time.Since(inf.start)}
+			b.recordLocked(c, inf.args)
+		}
+	}
+	calls := append([]ToolCall(nil), b.calls...)
+	b.mu.Unlock()
+	return calls
+}
+
 // record keeps c with as much of args as the bounds allow.
 func (b *Bridge) record(c ToolCall, args json.RawMessage) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.abandoned {
+		return
+	}
+	b.recordLocked(c, args)
+}
+
+func (b *Bridge) recordLocked(c ToolCall, args json.RawMessage) {
 	if len(b.calls) >= MaxCallRecords {
 		b.unrecorded++
 		return

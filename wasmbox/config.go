@@ -61,7 +61,8 @@ type Config struct {
 	// here (see EnvFromHost). TMPDIR and HOME are set to /tmp and /workspace unless given.
 	Env map[string]string
 	// Stdout and Stderr, when set, receive the program's output while it runs (within the limits above), in
-	// addition to Result.Stdout/Stderr. They are called from the run's goroutine; a writer shared by concurrent
+	// addition to Result.Stdout/Stderr. They are called from the goroutine running the program (the caller's, or,
+	// in a sandbox with tools, a worker of the Sandbox), one call at a time per run; a writer shared by concurrent
 	// runs must be safe for concurrent use.
 	Stdout, Stderr io.Writer
 	// Deterministic replaces the real clock and randomness: the wall clock starts at Time (DeterministicEpoch if

@@ -11,6 +11,7 @@ import (
 	"io"
 	mrand "math/rand/v2"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -39,6 +40,11 @@ type guest struct {
 	// memRefused records that the memory allocator refused to grow the guest's memory (reset per exec); only
 	// engines that grow memory through the allocator (wazero) report it.
 	memRefused atomic.Bool
+	// life guards the instance's end while an abandoned exec may still run (execOn): execAbandoned is set while
+	// it does, closeWanted once the owner asked to close the instance meanwhile.
+	life          sync.Mutex
+	execAbandoned bool
+	closeWanted   bool
 }
 
 // execState is the per-exec part of the host's state; it lives on the guest's goroutine only (tool calls run
@@ -57,12 +63,23 @@ type execState struct {
 	// run was ended for it.
 	limitDenied bool
 	flooded     bool
-	// workers runs the tool calls (callTool); closed when the exec ends.
+	// workers runs the tool calls (callTool) when the exec runs on its caller's goroutine; closed when the exec
+	// ends.
 	workers handoff.Pool
+	// abandonable: the exec runs on a worker of the Sandbox that its caller abandons if a host call outlasts the
+	// deadline (execOn), so tool calls run on the exec's own goroutine.
+	abandonable bool
+	// gaveUp is closed (once, by toolAbandoned) when the gate abandoned a tool of this exec and recorded it: the
+	// waiting caller (execOn) need not wait any longer.
+	gaveUp     chan struct{}
+	gaveUpOnce sync.Once
 	// toolCtx is the context of the tools, derived from toolCtxOf (the context of the exec's host calls).
 	toolCtx, toolCtxOf context.Context
 	job                *toolJob // reused from call to call; nil after one was abandoned
 }
+
+// toolAbandoned is what the gate calls when it abandons a tool running on the exec's goroutine.
+func (st *execState) toolAbandoned() { st.gaveUpOnce.Do(func() { close(st.gaveUp) }) }
 
 // endedAt is when the run's context ended, as the host measured it.
 func (st *execState) endedAt() time.Time {
@@ -194,6 +211,9 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 		if h.g != nil {
 			st.toolCtx = withReentry(ctx, h.g.sb)
 		}
+		if st.abandonable {
+			st.toolCtx = handoff.WithCallerAbandons(st.toolCtx, st.toolAbandoned)
+		}
 	}
 	j := st.job
 	if j == nil {
@@ -201,22 +221,28 @@ func (h *guestHost) callTool(ctx context.Context, name string, args json.RawMess
 		st.job = j
 	}
 	j.ctx, j.name, j.args = st.toolCtx, name, args
-	w := st.workers.Start(ctx, j)
-	select {
-	case <-w.Done():
-		st.workers.Put(w)
-	case <-ctx.Done():
-		// The answer is discarded either way; waiting for it keeps the call's record (the gate gives up on a
-		// tool that ignores its context within its ToolGrace and records it as abandoned).
-		wait := time.NewTimer(time.Until(st.endedAt().Add(toolRecordWait)))
+	if st.abandonable {
+		// The exec runs on a worker that Sandbox.Run abandons if this call outlasts the deadline (execOn): the
+		// call runs here, and the gate runs the tool here too.
+		j.Run()
+	} else {
+		w := st.workers.Start(ctx, j)
 		select {
 		case <-w.Done():
 			st.workers.Put(w)
-		case <-wait.C:
-			w.Abandon()
-			st.job = nil // still the worker's: never touched again
+		case <-ctx.Done():
+			// The answer is discarded either way; waiting for it keeps the call's record (the gate gives up on
+			// a tool that ignores its context within its ToolGrace and records it as abandoned).
+			wait := time.NewTimer(time.Until(st.endedAt().Add(toolRecordWait)))
+			select {
+			case <-w.Done():
+				st.workers.Put(w)
+			case <-wait.C:
+				w.Abandon()
+				st.job = nil // still the worker's: never touched again
+			}
+			wait.Stop()
 		}
-		wait.Stop()
 	}
 	if ctx.Err() != nil {
 		st.interrupted = true
@@ -502,9 +528,101 @@ func (g *guest) nanosleep(ns int64) {
 }
 
 func (g *guest) close(ctx context.Context) {
+	g.life.Lock()
+	if g.execAbandoned {
+		// The abandoned exec still runs on its worker, inside a host call: the worker closes the instance once
+		// the exec returns (execJob.Run).
+		g.closeWanted = true
+		g.life.Unlock()
+		return
+	}
+	g.life.Unlock()
+	g.closeInstance(ctx)
+}
+
+func (g *guest) closeInstance(ctx context.Context) {
 	if g.inst != nil {
 		_ = g.inst.Close(context.WithoutCancel(ctx))
 		g.inst = nil
+	}
+}
+
+// execOn runs the exec request in g. With tools in the sandbox it runs it on a worker of the Sandbox and waits for
+// it or for the run's end plus toolRecordWait, whichever comes first: a tool call then runs on the exec's own
+// goroutine, with no handoff per call, and a host call that never returns (a tool that ignores its context, a
+// policy, approver or auditor that hangs) still cannot hold Run past its deadline. It reports abandoned when it
+// gave up on the exec; the worker then runs cleanup and closes the instance if its owner asked to (close) once
+// the exec returns, and the caller must not touch g's exec state again. Without tools it runs the exec here, as
+// there is no host call that can outlast the run (tool calls still get their own worker then: callTool).
+func (g *guest) execOn(ctx context.Context, runCtx *runContext, st *execState, req []byte, cleanup func()) (int32, error, bool) {
+	if !g.sb.toolsOnExec {
+		rc, err := g.callWithBytes(ctx, hostfuncs.ExportExec, req)
+		return rc, err, false
+	}
+	st.abandonable, st.gaveUp = true, make(chan struct{})
+	j := &execJob{g: g, ctx: ctx, req: req, cleanup: cleanup}
+	w := g.sb.execWorkers.Start(context.Background(), j)
+	select {
+	case <-w.Done():
+		g.sb.execWorkers.Put(w)
+		return j.rc, j.err, false
+	case <-runCtx.Done():
+	}
+	wait := time.NewTimer(time.Until(st.endedAt().Add(toolRecordWait)))
+	defer wait.Stop()
+	select {
+	case <-w.Done():
+		g.sb.execWorkers.Put(w)
+		return j.rc, j.err, false
+	case <-wait.C:
+	case <-st.gaveUp: // the gate abandoned the tool after its ToolGrace, and recorded it
+	}
+	g.life.Lock()
+	g.execAbandoned = j.state.CompareAndSwap(execRunning, execAbandoned)
+	g.life.Unlock()
+	if !g.execAbandoned { // it returned just now
+		<-w.Done()
+		g.sb.execWorkers.Put(w)
+		return j.rc, j.err, false
+	}
+	w.Abandon()
+	return 0, nil, true
+}
+
+// The states of an exec run by a worker (execOn): the worker and the waiting caller each try to move it out of
+// running, and only one of them can.
+const (
+	execRunning int32 = iota
+	execFinished
+	execAbandoned
+)
+
+// execJob is one exec on a worker of the Sandbox.
+type execJob struct {
+	g       *guest
+	ctx     context.Context
+	req     []byte
+	cleanup func()
+	state   atomic.Int32
+	rc      int32
+	err     error
+}
+
+// Run is the worker's side of execOn: the exec, then, if the caller gave up on it meanwhile, what the caller
+// would have done: cleanup, and closing the instance if the caller already asked to.
+func (j *execJob) Run() {
+	j.rc, j.err = j.g.callWithBytes(j.ctx, hostfuncs.ExportExec, j.req)
+	if j.state.CompareAndSwap(execRunning, execFinished) {
+		return
+	}
+	g := j.g
+	j.cleanup()
+	g.life.Lock()
+	g.execAbandoned = false
+	closeNow := g.closeWanted
+	g.life.Unlock()
+	if closeNow {
+		g.closeInstance(context.Background())
 	}
 }
 
@@ -541,10 +659,16 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	if p.Stdin != nil {
 		g.stdin.set(newStdinPump(ctx, p.Stdin, cfg.StdinLimit, func() { st.interrupted = true }))
 	}
-	defer func() { g.stdout.set(nil); g.stderr.set(nil); g.stdin.set(nil) }()
+	// What ends the exec's use of g; the exec's worker does it instead when the exec was abandoned (execOn).
+	cleanup := func() {
+		g.stdout.set(nil)
+		g.stderr.set(nil)
+		g.stdin.set(nil)
+		g.host.state = nil
+		st.workers.Close()
+	}
 	g.host.state = st
 	g.host.ctx.Store(&ctx)
-	defer func() { g.host.state = nil; st.workers.Close() }()
 	g.memRefused.Store(false)
 	g.ws.fs.Mark()
 
@@ -558,7 +682,19 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	}
 	req, _ := json.Marshal(execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed})
 	g.installed = false
-	rc, err := g.callWithBytes(ctx, hostfuncs.ExportExec, req)
+	rc, err, abandoned := g.execOn(ctx, runCtx, st, req, cleanup)
+	if abandoned {
+		// A host call (a tool, or a part of the gate) has not returned since the deadline: the exec's goroutine is
+		// left to it and this run ends now, with what the host can read without that goroutine.
+		g.broken = ErrSessionBroken
+		res := &Result{ExitCode: -1, Workspace: g.ws, ToolCalls: st.bridge.Abandon(), RunID: st.bridge.RunID()}
+		res.Stdout, res.StdoutTruncated = stdout.result()
+		res.Stderr, res.StderrTruncated = stderr.result()
+		res.FilesChanged, res.FilesChangedTotal = g.ws.changesN(MaxFilesChanged)
+		res.Duration = time.Since(start)
+		return res, runError(KindTimeout, ErrTimeout, runCtx.Err())
+	}
+	cleanup()
 
 	res := &Result{ExitCode: int(rc), Workspace: g.ws, ToolCalls: st.bridge.Calls(), ToolCallsCompleted: st.completed,
 		RunID: st.bridge.RunID()}

@@ -58,6 +58,7 @@ import (
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/handoff"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 	"github.com/wasmbox/wasmbox/wheels"
 )
@@ -74,6 +75,10 @@ type Sandbox struct {
 	closed      atomic.Bool
 	closeOnce   atomic.Bool
 	wg          sync.WaitGroup
+	// toolsOnExec: the sandbox has tools, so each exec runs on a worker (execWorkers) and its tool calls run on
+	// that worker's goroutine (guest.execOn).
+	toolsOnExec bool
+	execWorkers handoff.Pool
 }
 
 // Program is one Run's input.
@@ -125,7 +130,8 @@ func New(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: telemetry: %w", ErrInvalidConfig, err)
 	}
-	s := &Sandbox{cfg: c, it: it, tel: tel, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer()}
+	s := &Sandbox{cfg: c, it: it, tel: tel, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer(),
+		toolsOnExec: len(c.Tools.Names()) > 0}
 	if len(c.Packages) > 0 {
 		if s.installed, err = installPackages(ctx, c.Wheelhouse, s.packages, c.Packages); err != nil {
 			return nil, err
@@ -200,6 +206,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		if s.closeOnce.CompareAndSwap(false, true) {
+			s.execWorkers.Close()
 			err := s.snap.image.Close() // live Sessions keep their own mappings
 			return errors.Join(err, closeAll(ctx, s.cfg.Closers))
 		}

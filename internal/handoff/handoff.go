@@ -9,6 +9,10 @@
 //
 // An idle worker exits when the context of its last job ends, when its pool is closed, or at the latest two
 // IdleTimeouts after its last job; a pool therefore holds no goroutine for long once its owner stops calling.
+//
+// A job's context can also say that the goroutine running it will itself be abandoned when the context ends
+// ([WithCallerAbandons]): code called from it may then run on that goroutine what it would otherwise hand to a
+// worker. The sandbox runs each program on a worker this way, so its tool calls need no handoff of their own.
 package handoff
 
 import (
@@ -177,4 +181,33 @@ func (w *Worker) check() {
 		return
 	}
 	w.idle.Reset(idleFor())
+}
+
+// callerAbandonsKey marks a context whose holder runs on a goroutine that its own caller abandons (stops
+// waiting for) once the context ends, plus a bounded grace: code receiving such a context may run other host
+// code on the calling goroutine instead of handing it to a worker, since a hang there cannot hold anyone past
+// the deadline. Only this module's packages can set it. Its value is the caller's notification (see Abandoned).
+type callerAbandonsKey struct{}
+
+// WithCallerAbandons returns ctx marked as described at callerAbandonsKey. abandoned, if not nil, is what
+// [Abandoned] calls.
+func WithCallerAbandons(ctx context.Context, abandoned func()) context.Context {
+	if abandoned == nil {
+		abandoned = func() {}
+	}
+	return context.WithValue(ctx, callerAbandonsKey{}, abandoned)
+}
+
+// CallerAbandons reports whether ctx was marked by WithCallerAbandons.
+func CallerAbandons(ctx context.Context) bool {
+	_, ok := ctx.Value(callerAbandonsKey{}).(func())
+	return ok
+}
+
+// Abandoned tells the caller that marked ctx that the code it called gave up on something running on the
+// caller's goroutine (the gate abandoned a tool and recorded it): the caller need not wait any longer.
+func Abandoned(ctx context.Context) {
+	if f, ok := ctx.Value(callerAbandonsKey{}).(func()); ok {
+		f()
+	}
 }

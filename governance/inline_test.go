@@ -1,0 +1,101 @@
+package governance_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/internal/handoff"
+)
+
+// For a caller that abandons its own goroutine at the deadline (the sandbox, through handoff.WithCallerAbandons),
+// the gate runs the tool on the calling goroutine, with no handoff. Its bound still holds where it can: a tool
+// that ignores its context is recorded "abandoned" ToolGrace after the end while it is still running, its
+// budget is settled, the caller is told, and its return adds a "late" record behind it; Do then returns the
+// abandoned outcome to nobody in particular.
+func TestInlineToolRunsOnTheCallerAndIsAbandonedOnTime(t *testing.T) {
+	aud := &governance.MemoryAuditor{}
+	grace := 30 * time.Millisecond
+	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, ToolGrace: grace,
+		Limits: governance.Limits{MaxToolCalls: 100}})
+	run := g.NewRun("inline")
+	var told atomic.Int32
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ctx := handoff.WithCallerAbandons(base, func() { told.Add(1) })
+
+	caller := goid()
+	var ranOn uint64
+	call := governance.Call{Tool: "t", Effect: governance.ReadOnly}
+	for range 5 {
+		out, err := run.Do(ctx, call, func(context.Context, governance.Call) ([]byte, error) { ranOn = goid(); return []byte(`1`), nil })
+		if err != nil || string(out.Result) != "1" || out.Status != governance.StatusOK {
+			t.Fatalf("inline call: %v %+v", err, out)
+		}
+	}
+	if ranOn != caller {
+		t.Fatalf("the tool ran on goroutine %d, want the caller's %d", ranOn, caller)
+	}
+
+	// A tool that ignores its context, on the caller's goroutine (here a goroutine of the test that it abandons).
+	hctx, hcancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer hcancel()
+	release := make(chan struct{})
+	type result struct {
+		out governance.Outcome
+		err error
+	}
+	done := make(chan result, 1)
+	start := time.Now()
+	go func() {
+		out, err := run.Do(hctx, call, func(context.Context, governance.Call) ([]byte, error) { <-release; return []byte(`"late"`), nil })
+		done <- result{out, err}
+	}()
+	seqRecords := func(seq int64) []governance.Status {
+		var st []governance.Status
+		for _, rec := range aud.Records() {
+			if rec.RunID == "inline" && rec.Seq == seq {
+				st = append(st, rec.Outcome)
+			}
+		}
+		return st
+	}
+	// The hung call is the 6th of the run.
+	for len(seqRecords(6)) < 2 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("no abandoned record while the tool hangs: %v", seqRecords(6))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if el := time.Since(start); el < 20*time.Millisecond+grace {
+		t.Errorf("abandoned after %v, before the deadline plus ToolGrace", el)
+	}
+	if got := seqRecords(6); got[0] != governance.StatusAllowed || got[1] != governance.StatusAbandoned {
+		t.Fatalf("records while the tool hangs: %v", got)
+	}
+	for told.Load() != 1 {
+		if time.Since(start) > 5*time.Second {
+			t.Fatal("the caller was not told of the abandonment")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	select {
+	case r := <-done:
+		t.Fatalf("Do returned while its tool still ran: %+v", r)
+	default:
+	}
+	close(release)
+	r := <-done
+	if !errors.Is(r.err, governance.ErrToolAbandoned) || r.out.Status != governance.StatusAbandoned || r.out.Result != nil {
+		t.Fatalf("hung inline call: %v %+v", r.err, r.out)
+	}
+	if got := seqRecords(6); len(got) != 3 || got[2] != governance.StatusLate {
+		t.Fatalf("records of the hung call: %v, want allowed, abandoned, late", got)
+	}
+	if u := run.Usage(); u.Calls != 6 {
+		t.Fatalf("usage %+v", u)
+	}
+}

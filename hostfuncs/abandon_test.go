@@ -1,0 +1,63 @@
+package hostfuncs_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
+)
+
+// Abandon lists the call still in progress as abandoned, with the gate's sequence number once the tool has
+// started, and the bridge records nothing after it (the abandoned call's late return included), so the calls
+// a caller reported when it gave up are final.
+func TestBridgeAbandon(t *testing.T) {
+	started, release := make(chan struct{}), make(chan struct{})
+	reg := hostfuncs.NewRegistry().MustRegister(
+		hostfuncs.Tool{Name: "quick", Effect: governance.ReadOnly, Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			return json.RawMessage(`1`), nil
+		}},
+		hostfuncs.Tool{Name: "slow", Effect: governance.ReadOnly, Parameters: json.RawMessage(`{"type":"object","properties":{"a":{"type":"integer"}}}`), Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
+			close(started)
+			<-release
+			return json.RawMessage(`2`), nil
+		}})
+	gate, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: &governance.MemoryAuditor{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	br := hostfuncs.NewBridge(reg, gate.NewRun(""), governance.SourcePython)
+	ctx := context.Background()
+	if _, isErr := br.Call(ctx, "quick", json.RawMessage(`{}`)); isErr {
+		t.Fatal("quick call failed")
+	}
+	if got := br.Abandon(); len(got) != 1 || got[0].Status != "ok" {
+		t.Fatalf("Abandon with nothing in progress: %+v", got)
+	}
+
+	br = hostfuncs.NewBridge(reg, gate.NewRun(""), governance.SourcePython)
+	br.Call(ctx, "quick", json.RawMessage(`{}`))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		br.Call(ctx, "slow", json.RawMessage(`{"a":1}`))
+	}()
+	select {
+	case <-started:
+	case <-done:
+		t.Fatalf("the slow call returned without running its tool: %+v", br.Calls())
+	}
+	time.Sleep(5 * time.Millisecond)
+	calls := br.Abandon()
+	if len(calls) != 2 || calls[1].Tool != "slow" || calls[1].Status != "abandoned" || calls[1].Seq != 2 ||
+		string(calls[1].Args) != `{"a":1}` || calls[1].Duration < 5*time.Millisecond {
+		t.Fatalf("Abandon with a call in progress: %+v", calls)
+	}
+	close(release)
+	<-done
+	if after := br.Calls(); len(after) != 2 || after[1].Status != "abandoned" {
+		t.Fatalf("calls after the abandoned call returned: %+v", after)
+	}
+}
