@@ -57,19 +57,28 @@ func GuestTime(ctx context.Context, sb *wasmbox.Sandbox, workload string, reps i
 	}
 	var ts []float64
 	for range reps {
-		res, err := sb.Run(ctx, Timed(workload))
+		v, err := runFloat(ctx, sb, Timed(workload))
 		if err != nil {
 			return 0, err
-		}
-		if res.Exception != nil {
-			return 0, fmt.Errorf("bench: workload raised %s", res.Exception.Traceback)
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
-		if err != nil {
-			return 0, fmt.Errorf("bench: workload printed %q, not its duration: %w", res.Stdout, err)
 		}
 		ts = append(ts, v)
 	}
 	slices.Sort(ts)
 	return ts[len(ts)/2], nil
+}
+
+// runFloat runs a program that prints one number and returns it.
+func runFloat(ctx context.Context, sb *wasmbox.Sandbox, code string) (float64, error) {
+	res, err := sb.Run(ctx, code)
+	if err != nil {
+		return 0, err
+	}
+	if res.Exception != nil {
+		return 0, fmt.Errorf("bench: the program raised %s", res.Exception.Traceback)
+	}
+	v, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
+	if err != nil {
+		return 0, fmt.Errorf("bench: the program printed %q, not a number: %w", res.Stdout, err)
+	}
+	return v, nil
 }

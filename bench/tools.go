@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
@@ -43,14 +41,7 @@ func ToolSandbox(ctx context.Context, auditor governance.Auditor, maxCalls int64
 
 // ToolCallMicros runs n calls and returns the in-guest time per call in µs.
 func ToolCallMicros(ctx context.Context, sb *wasmbox.Sandbox, n int) (float64, error) {
-	res, err := sb.Run(ctx, ToolCalls(n))
-	if err != nil {
-		return 0, err
-	}
-	if res.Exception != nil {
-		return 0, fmt.Errorf("%s", res.Exception.Traceback)
-	}
-	s, err := strconv.ParseFloat(strings.TrimSpace(res.Stdout), 64)
+	s, err := runFloat(ctx, sb, ToolCalls(n))
 	if err != nil {
 		return 0, err
 	}

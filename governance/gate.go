@@ -734,7 +734,11 @@ func (j *toolJob) Run() {
 	g := j.r.g
 	dur := time.Since(j.start)
 	<-j.late
-	lr := *j.rec
+	g.recordLate(j.actx, *j.rec, j.call, dur, res, err)
+}
+
+// recordLate writes the "late" record of an abandoned tool that returned after dur, based on the call's record.
+func (g *Gate) recordLate(actx context.Context, lr Record, call Call, dur time.Duration, res []byte, err error) {
 	lr.Time = g.clock()
 	lr.Outcome, lr.Duration, lr.Error = StatusLate, dur, ""
 	lr.Reason = "the tool returned after the gate had abandoned it; its result was discarded"
@@ -744,8 +748,8 @@ func (j *toolJob) Run() {
 		sum := sha256.Sum256(res)
 		lr.ResultSize, lr.ResultSHA256 = int64(len(res)), hex.EncodeToString(sum[:])
 	}
-	if aerr := g.record(j.actx, lr); aerr != nil {
-		g.log.Debug("governance: late result not audited", "run", j.call.RunID, "seq", j.call.Seq, "tool", j.call.Tool, "error", aerr)
+	if aerr := g.record(actx, lr); aerr != nil {
+		g.log.Debug("governance: late result not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", aerr)
 	}
 }
 
@@ -913,20 +917,7 @@ func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec
 		return res, err, false
 	}
 	<-j.late // abandon wrote the "abandoned" record
-	g := r.g
-	lr := j.lateRec
-	lr.Time = g.clock()
-	lr.Outcome, lr.Duration, lr.Error = StatusLate, time.Since(start), ""
-	lr.Reason = "the tool returned after the gate had abandoned it; its result was discarded"
-	if err != nil {
-		lr.Error = truncateUTF8(err.Error(), maxErrorBytes)
-	} else {
-		sum := sha256.Sum256(res)
-		lr.ResultSize, lr.ResultSHA256 = int64(len(res)), hex.EncodeToString(sum[:])
-	}
-	if aerr := g.record(actx, lr); aerr != nil {
-		g.log.Debug("governance: late result not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", aerr)
-	}
+	r.g.recordLate(actx, j.lateRec, call, time.Since(start), res, err)
 	return nil, j.terr, true
 }
 
