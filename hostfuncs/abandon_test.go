@@ -52,7 +52,7 @@ func TestBridgeAbandon(t *testing.T) {
 	time.Sleep(5 * time.Millisecond)
 	calls := br.Abandon()
 	if len(calls) != 2 || calls[1].Tool != "slow" || calls[1].Status != "abandoned" || calls[1].Seq != 2 ||
-		string(calls[1].Args) != `{"a":1}` || calls[1].Duration < 5*time.Millisecond {
+		string(calls[1].Args) != `{"a":1}` || calls[1].Duration < 5*time.Millisecond || calls[1].ErrorType != "ToolError" {
 		t.Fatalf("Abandon with a call in progress: %+v", calls)
 	}
 	close(release)

@@ -179,8 +179,11 @@ func (b *Bridge) Abandon() []ToolCall {
 	if !b.abandoned {
 		b.abandoned = true
 		if inf := b.inflight; inf != nil {
-			c := ToolCall{Seq: inf.seq, Tool: cut(inf.name, maxToolNameBytes), Status: string(governance.StatusAbandoned),
-				Reason: "the call had not returned when the run's deadline and its grace had passed", Duration: time.Since(inf.start)}
+			tool := cut(inf.name, maxToolNameBytes)
+			c := ToolCall{Seq: inf.seq, Tool: tool, Status: string(governance.StatusAbandoned),
+				Reason:    "the call had not returned when the run's deadline and its grace had passed",
+				Error:     fmt.Sprintf("tool %s did not finish before the deadline; its result is discarded", tool),
+				ErrorType: "ToolError", Duration: time.Since(inf.start)}
 			b.recordLocked(c, inf.args)
 		}
 	}

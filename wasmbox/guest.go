@@ -611,7 +611,14 @@ type execJob struct {
 // Run is the worker's side of execOn: the exec, then, if the caller gave up on it meanwhile, what the caller
 // would have done: cleanup, and closing the instance if the caller already asked to.
 func (j *execJob) Run() {
-	j.rc, j.err = j.g.callWithBytes(j.ctx, hostfuncs.ExportExec, j.req)
+	func() {
+		defer func() {
+			if v := recover(); v != nil { // a bug on the host side: an error of this run, not a crash of the process
+				j.rc, j.err = -1, fmt.Errorf("wasmbox: the run panicked on the host: %v", v)
+			}
+		}()
+		j.rc, j.err = j.g.callWithBytes(j.ctx, hostfuncs.ExportExec, j.req)
+	}()
 	if j.state.CompareAndSwap(execRunning, execFinished) {
 		return
 	}
