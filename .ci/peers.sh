@@ -29,7 +29,7 @@ for (const p of ["pyodide", "monty"]) {
 }
 // P2 with the wasmtime engine (its program is built from the nested module; gcc is on every CI machine).
 if (!(r.p2 && r.p2.wasmtime_warm_cache && r.p2.wasmtime_warm_cache.median_ms > 0)) bad.push("P2: no wasmtime figure: " + JSON.stringify((r.p2 && r.p2.unavailable) || r.skipped || null));
-// P3's wasmtime clause: the engine table has a wasmtime row, measured by the child built from its module.
+// P3 (its wasmtime clause): the engine table has a wasmtime row, measured by the child built from its module.
 const wt = r.engines && r.engines.wasmtime;
 if (!(wt && wt.w1_seconds > 0 && wt.w2_seconds > 0)) bad.push("engines: no wasmtime row: " + JSON.stringify(r.skipped || null));
 if (bad.length) { console.error("peers:", bad.join("\n")); process.exit(1); }
