@@ -796,13 +796,7 @@ func (r *Run) runBounded(ctx, actx context.Context, call Call, tool ToolFunc, re
 		return finished()
 	}
 	w.Abandon()
-	cerr := ctx.Err()
-	cause := context.Cause(ctx)
-	if cause != nil && cause != cerr {
-		cerr = fmt.Errorf("%w (%w)", cerr, cause)
-	}
-	g.log.Debug("governance: tool abandoned", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "grace", g.toolGrace)
-	return nil, &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: cerr, Abandoned: true}, j.late
+	return nil, g.abandonedError(ctx, call), j.late
 }
 
 // runTool runs tool, turning errors and panics into *ToolError.
@@ -885,7 +879,7 @@ type inlineJob struct {
 	start     time.Time
 	settle    func(CallReport)
 	state     atomic.Int32
-	late      chan struct{} // closed by abandon once the "abandoned" record is written
+	late      chan struct{} // made by abandon, and closed once the "abandoned" record is written
 	lateRec   Record        // written by abandon before it closes late
 	terr      error         // the same
 	// For the call's span, which abandon ends (Do does not, for an abandoned inline call).
@@ -908,7 +902,7 @@ type inlineWatch struct {
 // called); otherwise the caller writes the outcome as usual.
 func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec *Record, start time.Time, settle func(CallReport),
 	span trace.Span, dec Decision, approvalWait time.Duration) ([]byte, error, bool) {
-	j := &inlineJob{ctx: ctx, actx: actx, r: r, call: call, rec: rec, start: start, settle: settle, late: make(chan struct{}),
+	j := &inlineJob{ctx: ctx, actx: actx, r: r, call: call, rec: rec, start: start, settle: settle,
 		span: span, dec: dec, approvalWait: approvalWait}
 	r.watchInline(ctx, j)
 	res, err := runTool(ctx, call, tool)
@@ -982,27 +976,24 @@ func (g *Gate) armAbandon(j *inlineJob) {
 // abandon gives up on the tool of j if it is still running: the "abandoned" outcome record and the budget's
 // settlement, as runBounded's caller would write them, then the signal for the "late" record.
 func (j *inlineJob) abandon() {
+	j.late = make(chan struct{}) // before the race, as runBounded does: the tool's side waits on it once it lost
 	if !j.state.CompareAndSwap(toolRunning, toolAbandoned) {
 		return // it returned first
 	}
-	g, call := j.r.g, j.call
-	dur := time.Since(j.start)
-	j.settle(CallReport{Ran: true, Failed: true, Duration: dur})
-	cerr := j.ctx.Err()
-	if cause := context.Cause(j.ctx); cause != nil && cause != cerr {
+	rec := *j.rec // the caller's, no longer touched by it: it lost the race
+	j.lateRec = rec
+	j.terr = j.r.g.abandonedError(j.ctx, j.call)
+	out, _ := j.r.outcome(j.actx, j.call, j.dec, &rec, nil, j.terr, j.late, j.start, j.approvalWait, j.settle) // closes late
+	j.r.g.tel.end(j.ctx, j.span, out, j.terr)
+	handoff.Abandoned(j.ctx) // the caller may stop waiting: the call is recorded
+}
+
+// abandonedError is the error of a call whose tool the gate gave up on because ctx ended.
+func (g *Gate) abandonedError(ctx context.Context, call Call) *ToolError {
+	cerr := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != cerr {
 		cerr = fmt.Errorf("%w (%w)", cerr, cause)
 	}
-	j.terr = &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: cerr, Abandoned: true}
-	rec := *j.rec
-	j.lateRec = rec
-	rec.Time = g.clock()
-	rec.Outcome, rec.Duration = StatusAbandoned, dur
-	rec.Error = truncateUTF8(j.terr.Error(), maxErrorBytes)
-	if err := g.record(j.actx, rec); err != nil {
-		g.log.Error("governance: outcome not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
-	}
 	g.log.Debug("governance: tool abandoned", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "grace", g.toolGrace)
-	g.tel.end(j.ctx, j.span, Outcome{Call: call, Decision: j.dec, Status: StatusAbandoned, Duration: dur, ApprovalWait: j.approvalWait}, j.terr)
-	close(j.late)
-	handoff.Abandoned(j.ctx) // the caller may stop waiting: the call is recorded
+	return &ToolError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Err: cerr, Abandoned: true}
 }
