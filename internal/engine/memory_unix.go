@@ -96,6 +96,10 @@ type cowImage struct {
 	size uint64
 	src  []byte // the image file mapped shared and read-only: where resets copy pages from
 
+	// inUse is held shared by every reset (put) and exclusively by Close, so Close never unmaps src or closes
+	// fd under a reset: an instance may free its memory after the image was closed (a run abandoned on a hung
+	// host call is closed when that call returns, which may be after its Sandbox closed). Taken before mu.
+	inUse  sync.RWMutex
 	mu     sync.Mutex
 	closed bool
 	pool   map[uint64][]*mmapMemory // by reservation size
@@ -228,6 +232,8 @@ func (c *cowImage) get(max uint64) *mmapMemory {
 
 // put resets m to the image and keeps it for reuse; it reports false if m must be unmapped instead.
 func (c *cowImage) put(m *mmapMemory) bool {
+	c.inUse.RLock()
+	defer c.inUse.RUnlock()
 	c.mu.Lock()
 	full := c.closed || len(c.pool[uint64(len(m.region))]) >= maxPooled
 	c.mu.Unlock()
@@ -293,6 +299,8 @@ func (c *cowImage) remap(m *mmapMemory) error {
 }
 
 func (c *cowImage) Close() error {
+	c.inUse.Lock()
+	defer c.inUse.Unlock()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {

@@ -77,3 +77,45 @@ func TestImageModes(t *testing.T) {
 func TestImageModesReset(t *testing.T) {
 	imageModes(t, TestImageMemoryResetByteForByte)
 }
+
+// A memory may be freed while its image closes (a run abandoned on a hung host call is closed after its Sandbox):
+// the reset never reads the image's mapping after Close unmapped it. Run under -race, this fails if put reads
+// c.src or c.fd outside the lock that Close takes.
+func TestImageCloseDuringReset(t *testing.T) {
+	imageModes(t, func(t *testing.T) {
+		const size, limit = 16 * 65536, 64 * 65536
+		for range 20 {
+			mem := make([]byte, size)
+			img, err := NewImage(mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			alloc := img.Allocator(limit)
+			ms := make([]LinearMemory, 4)
+			for i := range ms {
+				ms[i] = alloc.Allocate(limit)
+				buf := ms[i].Reallocate(size + 65536)
+				for off := 0; off < len(buf); off += 4096 {
+					buf[off] = 1 // private pages for the reset to copy back
+				}
+			}
+			done := make(chan struct{})
+			for _, m := range ms {
+				go func() { m.Free(); done <- struct{}{} }()
+			}
+			if err := img.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for range ms {
+				<-done
+			}
+			c := img.(*cowImage)
+			c.mu.Lock()
+			pooled := c.pool
+			c.mu.Unlock()
+			if pooled != nil {
+				t.Fatal("a closed image kept pooled memories")
+			}
+		}
+	})
+}
