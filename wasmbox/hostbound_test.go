@@ -108,15 +108,23 @@ func TestDeadlineOutcomeRule(t *testing.T) {
 		"exits after": {"import sys\ntry:\n    while True: pass\nexcept KeyboardInterrupt:\n    sys.exit(0)", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
-			res, err := sb.Run(context.Background(), c.code)
-			if !errors.Is(err, wasmbox.ErrTimeout) {
-				t.Fatalf("err %v, want ErrTimeout", err)
+			// An interrupted program has killGrace (40 ms) to unwind; a machine loaded enough to take longer kills
+			// it instead, which leaves no exception: the exception must be there in one of three tries.
+			var got *wasmbox.PythonError
+			for try := 0; try < 3; try++ {
+				res, err := sb.Run(context.Background(), c.code)
+				if !errors.Is(err, wasmbox.ErrTimeout) {
+					t.Fatalf("err %v, want ErrTimeout", err)
+				}
+				if res.ExitCode != -1 {
+					t.Errorf("exit code %d, want -1", res.ExitCode)
+				}
+				if got = res.Exception; c.exception == "" || (got != nil && got.Type == c.exception) {
+					break
+				}
 			}
-			if res.ExitCode != -1 {
-				t.Errorf("exit code %d, want -1", res.ExitCode)
-			}
-			if c.exception != "" && (res.Exception == nil || res.Exception.Type != c.exception) {
-				t.Errorf("exception %+v, want %s", res.Exception, c.exception)
+			if c.exception != "" && (got == nil || got.Type != c.exception) {
+				t.Errorf("exception %+v, want %s", got, c.exception)
 			}
 		})
 	}

@@ -223,25 +223,35 @@ func TestSession(t *testing.T) {
 func TestSessionSurvivesSoftInterrupt(t *testing.T) {
 	sb := newSandbox(t, wasmbox.Config{Timeout: 300 * time.Millisecond})
 	ctx := context.Background()
-	se, err := sb.NewSession(ctx, nil)
-	if err != nil {
-		t.Fatal(err)
+	// The interrupted program has killGrace (40 ms) to unwind; on a machine loaded enough to take longer it is
+	// killed instead, which kills the session. That is the bound working, not this property failing: it must
+	// hold in one of three tries.
+	var se *wasmbox.Session
+	var last string
+	for try := 0; try < 3 && se == nil; try++ {
+		s, err := sb.NewSession(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Exec(ctx, "counter = 5"); err != nil {
+			t.Fatal(err)
+		}
+		res, err := s.Exec(ctx, "while True:\n    counter += 1")
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("err %v, want a deadline", err)
+		}
+		if res.Exception != nil && res.Exception.Type == "KeyboardInterrupt" && s.Alive() {
+			se = s
+			break
+		}
+		last = fmt.Sprintf("exception %+v, alive %v", res.Exception, s.Alive())
+		s.Close(ctx)
+	}
+	if se == nil {
+		t.Fatalf("no try survived a soft interrupt with a KeyboardInterrupt; last: %s", last)
 	}
 	defer se.Close(ctx)
-	if _, err := se.Exec(ctx, "counter = 5"); err != nil {
-		t.Fatal(err)
-	}
-	res, err := se.Exec(ctx, "while True:\n    counter += 1")
-	if !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("err %v, want a deadline", err)
-	}
-	if res.Exception == nil || res.Exception.Type != "KeyboardInterrupt" {
-		t.Fatalf("exception %+v, want KeyboardInterrupt", res.Exception)
-	}
-	if !se.Alive() {
-		t.Fatal("session died after a soft interrupt")
-	}
-	res, err = se.Exec(ctx, "print(counter > 5)")
+	res, err := se.Exec(ctx, "print(counter > 5)")
 	if err != nil || res.Stdout != "True\n" {
 		t.Fatalf("state after interrupt: %+v, %v", res, err)
 	}
