@@ -274,9 +274,20 @@ func TestToolCallCPathMatchesPython(t *testing.T) {
 		Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) {
 			return json.RawMessage(" [1, 2] \n"), nil
 		}}
-	reg.MustRegister(echo, spaced)
-	sb := newSandbox(t, wasmbox.Config{Tools: reg})
-	script := `import tools, _wasmbox, math
+	// raw answers with the text it is given, so that the guest can try response texts of its choice.
+	raw := hostfuncs.Tool{Name: "raw", Effect: governance.ReadOnly,
+		Parameters: json.RawMessage(`{"type":"object","properties":{"t":{"type":"string"}},"required":["t"]}`),
+		Handler: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) {
+			var v struct{ T string }
+			if err := json.Unmarshal(a, &v); err != nil {
+				return nil, err
+			}
+			return json.RawMessage(v.T), nil
+		}}
+	reg.MustRegister(echo, spaced, raw)
+	g, _ := gate(t, governance.GateConfig{Limits: governance.Limits{MaxToolCalls: 2000, MaxDeniedCalls: 2000}})
+	sb := newSandbox(t, wasmbox.Config{Tools: reg, Gate: g})
+	script := `import tools, _wasmbox, math, random
 def attempt(f):
     try:
         return repr(f())
@@ -295,6 +306,32 @@ def suite():
     out.append(attempt(lambda: tools.call(5)).split("(")[0])  # TypeError in both, worded differently
     out.append(attempt(lambda: tools.boom()))
     out.append(attempt(lambda: tools.spaced()))
+    # Arguments and results of every common shape, and the edges of each: the direct JSON paths of the C call
+    # must give what the json module gives.
+    r = random.Random(7)
+    def rstr():
+        return "".join(r.choice(['a', '0', ' ', '"', '\\', '/', '\n', '\t', '\b', '\x00', '\x1f', '\x7f', '\xe9',
+                                 '\u2028', '<', '&', '\U0001F600']) for _ in range(r.randrange(0, 10)))
+    def rval(d=0):
+        k = r.randrange(11 if d < 4 else 6)
+        if k == 0: return r.choice([None, True, False])
+        if k == 1: return r.choice([0, -1, 2**63 - 1, -2**63, 2**63, -2**63 - 1, 10**18, 10**19, 10**30, r.randrange(-10**6, 10**6)])
+        if k == 2: return r.choice([0.0, -0.0, 1.5, 1e16, 1e-7, 1e22, 5e-324, 1.7976931348623157e308, 0.1, r.random()])
+        if k in (3, 4, 5): return rstr()
+        if k in (6, 7): return [rval(d + 1) for _ in range(r.randrange(0, 4))]
+        if k == 8: return tuple(rval(d + 1) for _ in range(r.randrange(0, 3)))
+        return {rstr(): rval(d + 1) for _ in range(r.randrange(0, 4))}
+    out.extend(attempt(lambda: tools.echo(v=rval())) for _ in range(300))
+    nest = 1
+    for _ in range(37):
+        nest = [nest]
+    out.append(attempt(lambda: tools.echo(v=nest)))
+    for t in ['1', '-0', '01', '1.', '1e5', '1E+5', '-1.5e-300', '1e400', '123456789012345678901234', '9223372036854775808',
+              '-9223372036854775808', 'NaN', '-Infinity', 'true', 'nul', ' 5 ', '[1,2,]', '{"a":1,"a":2}',
+              '{"a" : [ 1 , {"b" : null} ] }', '{a:1}', '"\\u00e9"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\udc00x"',
+              '"\\x"', '"a\\/b"', '"tab\there"', '"\\u003c\\u0026"', '[' * 40 + ']' * 40, '{"k":' * 35 + '1' + '}' * 35,
+              '[1] [2]', '', '"\xe9"', '[1.5,-2,"\\n"]']:
+        out.append(attempt(lambda: tools.raw(t)))
     return out
 print("C path", tools._call_tool is getattr(_wasmbox, "call_tool", None))
 c = suite()
@@ -311,7 +348,7 @@ for a, b in zip(c, p):
 	if len(lines) > 0 && lines[0] == "C path False" {
 		t.Skip("the shipped interpreter has no _wasmbox.call_tool: the C tool path lands with the next interpreter rebuild")
 	}
-	if len(lines) != 12 || lines[0] != "C path True" {
+	if len(lines) != 12+300+1+34 || lines[0] != "C path True" {
 		t.Fatalf("stdout:\n%s", res.Stdout)
 	}
 	for _, l := range lines[1:] {
@@ -319,5 +356,5 @@ for a, b in zip(c, p):
 			t.Errorf("%s", l)
 		}
 	}
-	t.Logf("\n%s", res.Stdout)
+	t.Logf("\n%s", strings.Join(lines[:12], "\n"))
 }
