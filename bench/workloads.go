@@ -1,5 +1,17 @@
 // Package bench holds wasmbox's benchmarks and the workloads that bench/compare runs side by side with native
 // CPython. Speed targets are checked here, never as wall-clock assertions in tests.
+//
+// The targets, as bench/compare labels them:
+//
+//	P1  a fresh isolated sandbox running print(1), compiled module loaded, p50     ≤ 0.4 ms
+//	P2  a new process to its first result, with the compilation cache              ≤ 150 ms
+//	P3  pure-Python compute against native CPython 3.13, hard deadline on          ≤ 3× (≤ 2× on the wasmtime engine)
+//	P4  the cost of the hard deadline on compute                                   ≤ 10%
+//	P5  a tool call through the Gate (allow-all policy, in-memory audit)           ≤ 2 µs
+//	P6  private memory (PSS) added per live idle sandbox                           ≤ 2 MiB
+//	P7  trivial runs per second on 2 cores                                         ≥ 1,500
+//	P8  a fresh run of a runtime with numpy and pandas imported, p50               ≤ 2 ms
+//	P9  what an application importing only the sandbox package downloads           ≤ 20 MB of modules
 package bench
 
 import "strconv"

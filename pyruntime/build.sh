@@ -86,7 +86,7 @@ fi
 
 # --- toolchain (bookworm) -----------------------------------------------------------------------------------
 if ! command -v clang-19 >/dev/null || ! command -v wasm-ld-19 >/dev/null || ! command -v tclsh8.6 >/dev/null \
-   || ! [ -d /usr/lib/llvm-19/lib/clang/19/lib/wasi ] || ! command -v zip >/dev/null; then
+   || ! [ -d /usr/lib/llvm-19/lib/clang/19/lib/wasi ] || ! command -v zip >/dev/null || ! dpkg -s libffi-dev >/dev/null 2>&1; then
   [ "$install" = 1 ] || { echo "build.sh: toolchain missing and --no-install given" >&2; exit 1; }
   log "installing toolchain: $TOOLCHAIN_PACKAGES"
   apt-get update -qq
@@ -157,6 +157,10 @@ if [ ! -x "$native/python" ]; then
   rm -rf "$native"; mkdir -p "$native"
   (cd "$native" && "$py_src/configure" -q --prefix="$native/install" >/dev/null && make -s -j2 >/dev/null 2>&1)
 fi
+
+# --- _wasmbox's C paths, checked natively against the json module (pyruntime/c/test) --------------------------
+log "native check of _wasmbox"
+CC_NATIVE=clang-19 "$here/c/test/run.sh" "$native/python" "$py_src/Include" "$native"
 
 # --- cross build ----------------------------------------------------------------------------------------------
 cross="$work/cross"; rm -rf "$cross"; mkdir -p "$cross/Modules"

@@ -14,6 +14,7 @@
  * never calls into the guest from a host function and never writes guest memory from another goroutine.
  */
 #include "Python.h"
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
@@ -148,6 +149,616 @@ call_fallback(wasmbox_state *st, int kind, PyObject *name, PyObject *payload)
 
 #define WASMBOX_STACK_BUF 4096
 
+/*
+ * The direct JSON paths of call_tool. The common shapes of tool arguments and results (exact dicts with str keys,
+ * lists, tuples, str, int, float, bool, None) are written and read here with no Python object in between; any
+ * other value, any nesting deeper than WASMBOX_FAST_DEPTH and anything unusual in a response goes to the json
+ * module's C encoder and scanner as before, so the result is always what json.dumps/json.loads would give.
+ */
+#define WASMBOX_FAST_DEPTH 32
+
+/* An output buffer that starts on the caller's stack and moves to the heap when it must grow. */
+typedef struct {
+    char *p;
+    size_t len, cap;
+    char *stack;
+} wbuf;
+
+static int
+wbuf_reserve(wbuf *b, size_t n)
+{
+    if (b->len + n <= b->cap) {
+        return 0;
+    }
+    if (n > (size_t)INT32_MAX / 2 || b->len > (size_t)INT32_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "wasmbox: request too large");
+        return -1;
+    }
+    size_t cap = b->cap * 2;
+    while (cap < b->len + n) {
+        cap *= 2;
+    }
+    char *p = b->p == b->stack ? PyMem_Malloc(cap) : PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (b->p == b->stack) {
+        memcpy(p, b->p, b->len);
+    }
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static inline int
+wbuf_put(wbuf *b, const char *s, size_t n)
+{
+    if (wbuf_reserve(b, n) < 0) {
+        return -1;
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    return 0;
+}
+
+static inline int
+wbuf_byte(wbuf *b, char c)
+{
+    if (b->len == b->cap && wbuf_reserve(b, 1) < 0) {
+        return -1;
+    }
+    b->p[b->len++] = c;
+    return 0;
+}
+
+static void
+wbuf_free(wbuf *b)
+{
+    if (b->p != b->stack) {
+        PyMem_Free(b->p);
+    }
+}
+
+/* Writes o, an exact str, as a JSON string (1 done, 0 a lone surrogate, -1 an error), with the escapes of json's
+   encode_basestring (ensure_ascii=False): '"', '\\', the five short control escapes, \u00XX for the
+   other control characters; everything else as is. */
+static int
+fast_encode_str(wbuf *b, PyObject *o)
+{
+    Py_ssize_t n;
+    const char *s = PyUnicode_AsUTF8AndSize(o, &n);
+    if (s == NULL) {
+        PyErr_Clear(); /* a lone surrogate: the json module's encoder reports it */
+        return 0;
+    }
+    if (wbuf_byte(b, '"') < 0) {
+        return -1;
+    }
+    Py_ssize_t run = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            continue;
+        }
+        if (wbuf_put(b, s + run, (size_t)(i - run)) < 0) {
+            return -1;
+        }
+        run = i + 1;
+        char esc[6] = {'\\', 0, '0', '0', 0, 0};
+        size_t elen = 2;
+        switch (c) {
+        case '"': esc[1] = '"'; break;
+        case '\\': esc[1] = '\\'; break;
+        case '\b': esc[1] = 'b'; break;
+        case '\f': esc[1] = 'f'; break;
+        case '\n': esc[1] = 'n'; break;
+        case '\r': esc[1] = 'r'; break;
+        case '\t': esc[1] = 't'; break;
+        default:
+            esc[1] = 'u';
+            esc[4] = Py_hexdigits[c >> 4];
+            esc[5] = Py_hexdigits[c & 0xF];
+            elen = 6;
+        }
+        if (wbuf_put(b, esc, elen) < 0) {
+            return -1;
+        }
+    }
+    if (wbuf_put(b, s + run, (size_t)(n - run)) < 0) {
+        return -1;
+    }
+    return wbuf_byte(b, '"') < 0 ? -1 : 1;
+}
+
+/* Writes o as JSON: 1 done, 0 a value this path does not handle (nothing to undo: the caller starts over with
+   the json module), -1 an error (set). missing, at depth 0, marks dict items to leave out. */
+static int
+fast_encode(wbuf *b, PyObject *o, int depth, PyObject *missing)
+{
+    if (o == Py_None) {
+        return wbuf_put(b, "null", 4) < 0 ? -1 : 1;
+    }
+    if (o == Py_True) {
+        return wbuf_put(b, "true", 4) < 0 ? -1 : 1;
+    }
+    if (o == Py_False) {
+        return wbuf_put(b, "false", 5) < 0 ? -1 : 1;
+    }
+    if (PyLong_CheckExact(o)) {
+        int overflow;
+        long long v = PyLong_AsLongLongAndOverflow(o, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+        char digits[24];
+        int i = (int)sizeof digits;
+        unsigned long long u = v < 0 ? 0ULL - (unsigned long long)v : (unsigned long long)v;
+        do {
+            digits[--i] = (char)('0' + u % 10);
+            u /= 10;
+        } while (u);
+        if (v < 0) {
+            digits[--i] = '-';
+        }
+        return wbuf_put(b, digits + i, sizeof digits - (size_t)i) < 0 ? -1 : 1;
+    }
+    if (PyFloat_CheckExact(o)) {
+        double d = PyFloat_AS_DOUBLE(o);
+        if (!isfinite(d)) {
+            return 0; /* allow_nan=False: the json module raises */
+        }
+        char *r = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL); /* float.__repr__, as json does */
+        if (r == NULL) {
+            return -1;
+        }
+        int err = wbuf_put(b, r, strlen(r));
+        PyMem_Free(r);
+        return err < 0 ? -1 : 1;
+    }
+    if (PyUnicode_CheckExact(o)) {
+        return fast_encode_str(b, o);
+    }
+    if (depth >= WASMBOX_FAST_DEPTH) {
+        return 0;
+    }
+    if (PyList_CheckExact(o) || PyTuple_CheckExact(o)) {
+        /* No Python code runs below (exact types only), so the sequence cannot change under us. */
+        Py_ssize_t n = PySequence_Fast_GET_SIZE(o);
+        PyObject **items = PySequence_Fast_ITEMS(o);
+        if (wbuf_byte(b, '[') < 0) {
+            return -1;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            if (i > 0 && wbuf_byte(b, ',') < 0) {
+                return -1;
+            }
+            int r = fast_encode(b, items[i], depth + 1, NULL);
+            if (r <= 0) {
+                return r;
+            }
+        }
+        return wbuf_byte(b, ']') < 0 ? -1 : 1;
+    }
+    if (PyDict_CheckExact(o)) {
+        PyObject *key, *value;
+        Py_ssize_t pos = 0;
+        int first = 1;
+        if (wbuf_byte(b, '{') < 0) {
+            return -1;
+        }
+        while (PyDict_Next(o, &pos, &key, &value)) {
+            if (missing != NULL && value == missing) {
+                continue;
+            }
+            if (!PyUnicode_CheckExact(key)) {
+                return 0; /* the json module converts or refuses other keys */
+            }
+            if (!first && wbuf_byte(b, ',') < 0) {
+                return -1;
+            }
+            first = 0;
+            int r = fast_encode_str(b, key);
+            if (r <= 0) {
+                return r;
+            }
+            if (wbuf_byte(b, ':') < 0) {
+                return -1;
+            }
+            r = fast_encode(b, value, depth + 1, NULL);
+            if (r <= 0) {
+                return r;
+            }
+        }
+        return wbuf_byte(b, '}') < 0 ? -1 : 1;
+    }
+    return 0;
+}
+
+/* The reading side: a JSON text as the host writes it. 1 with *out set, 0 a text this path does not handle
+   (the caller starts over with the json module's scanner), -1 an error (set). */
+typedef struct {
+    const char *p, *end;
+} jtext;
+
+static inline void
+jskip(jtext *j)
+{
+    while (j->p < j->end && (*j->p == ' ' || *j->p == '\t' || *j->p == '\n' || *j->p == '\r')) {
+        j->p++;
+    }
+}
+
+static int
+hexval(char c)
+{
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+static int
+read_hex4(const char *p, const char *end)
+{
+    if (end - p < 4) {
+        return -1;
+    }
+    int v = 0;
+    for (int i = 0; i < 4; i++) {
+        int h = hexval(p[i]);
+        if (h < 0) {
+            return -1;
+        }
+        v = v << 4 | h;
+    }
+    return v;
+}
+
+static int
+fast_decode_str(jtext *j, PyObject **out)
+{
+    const char *start = ++j->p; /* after the opening quote */
+    int escapes = 0;
+    while (j->p < j->end && *j->p != '"') {
+        unsigned char c = (unsigned char)*j->p;
+        if (c < 0x20) {
+            return 0; /* strict json refuses control characters: let the scanner say so */
+        }
+        if (c == '\\') {
+            escapes = 1;
+            if (++j->p == j->end) {
+                return 0;
+            }
+        }
+        j->p++;
+    }
+    if (j->p == j->end) {
+        return 0;
+    }
+    const char *stop = j->p++;
+    if (!escapes) {
+        *out = PyUnicode_DecodeUTF8(start, stop - start, "strict");
+        if (*out == NULL) {
+            PyErr_Clear(); /* invalid UTF-8: the slow path reports it */
+            return 0;
+        }
+        return 1;
+    }
+    /* Unescape into UTF-8 (never longer than the escaped text), then decode. */
+    char stack[256];
+    size_t cap = (size_t)(stop - start);
+    char *buf = cap <= sizeof stack ? stack : PyMem_Malloc(cap);
+    if (buf == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    size_t n = 0;
+    int r = 0;
+    for (const char *p = start; p < stop;) {
+        if (*p != '\\') {
+            buf[n++] = *p++;
+            continue;
+        }
+        char c = p[1];
+        p += 2;
+        switch (c) {
+        case '"': buf[n++] = '"'; continue;
+        case '\\': buf[n++] = '\\'; continue;
+        case '/': buf[n++] = '/'; continue;
+        case 'b': buf[n++] = '\b'; continue;
+        case 'f': buf[n++] = '\f'; continue;
+        case 'n': buf[n++] = '\n'; continue;
+        case 'r': buf[n++] = '\r'; continue;
+        case 't': buf[n++] = '\t'; continue;
+        case 'u': break;
+        default: goto done; /* an invalid escape: the scanner reports it */
+        }
+        int cp = read_hex4(p, stop);
+        if (cp < 0) {
+            goto done;
+        }
+        p += 4;
+        if (cp >= 0xD800 && cp <= 0xDBFF) {
+            int lo = (stop - p >= 6 && p[0] == '\\' && p[1] == 'u') ? read_hex4(p + 2, stop) : -1;
+            if (lo < 0xDC00 || lo > 0xDFFF) {
+                goto done; /* a lone surrogate, which json keeps as such: the scanner's job */
+            }
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            p += 6;
+        }
+        else if (cp >= 0xDC00 && cp <= 0xDFFF) {
+            goto done;
+        }
+        /* Each escape is at least 6 bytes and its UTF-8 at most 4 (a pair: 12 and 4). */
+        if (cp < 0x80) {
+            buf[n++] = (char)cp;
+        }
+        else if (cp < 0x800) {
+            buf[n++] = (char)(0xC0 | cp >> 6);
+            buf[n++] = (char)(0x80 | (cp & 0x3F));
+        }
+        else if (cp < 0x10000) {
+            buf[n++] = (char)(0xE0 | cp >> 12);
+            buf[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
+            buf[n++] = (char)(0x80 | (cp & 0x3F));
+        }
+        else {
+            buf[n++] = (char)(0xF0 | cp >> 18);
+            buf[n++] = (char)(0x80 | (cp >> 12 & 0x3F));
+            buf[n++] = (char)(0x80 | (cp >> 6 & 0x3F));
+            buf[n++] = (char)(0x80 | (cp & 0x3F));
+        }
+    }
+    *out = PyUnicode_DecodeUTF8(buf, (Py_ssize_t)n, "strict");
+    if (*out == NULL) {
+        PyErr_Clear();
+    }
+    else {
+        r = 1;
+    }
+done:
+    if (buf != stack) {
+        PyMem_Free(buf);
+    }
+    return r;
+}
+
+static int
+fast_decode_number(jtext *j, PyObject **out)
+{
+    const char *start = j->p, *p = j->p;
+    if (p < j->end && *p == '-') {
+        p++;
+    }
+    if (p == j->end || *p < '0' || *p > '9') {
+        return 0; /* e.g. -Infinity */
+    }
+    if (*p == '0') {
+        p++;
+    }
+    else {
+        while (p < j->end && *p >= '0' && *p <= '9') {
+            p++;
+        }
+    }
+    int is_float = 0;
+    if (p < j->end && *p == '.') {
+        is_float = 1;
+        const char *d = ++p;
+        while (p < j->end && *p >= '0' && *p <= '9') {
+            p++;
+        }
+        if (p == d) {
+            return 0;
+        }
+    }
+    if (p < j->end && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        if (p < j->end && (*p == '+' || *p == '-')) {
+            p++;
+        }
+        const char *d = p;
+        while (p < j->end && *p >= '0' && *p <= '9') {
+            p++;
+        }
+        if (p == d) {
+            return 0;
+        }
+    }
+    size_t n = (size_t)(p - start);
+    if (!is_float) {
+        int neg = *start == '-';
+        if (n - (size_t)neg > 19) {
+            return 0; /* int() of the digits, with its limits: the scanner's job */
+        }
+        unsigned long long u = 0; /* 19 digits fit */
+        for (const char *q = start + neg; q < p; q++) {
+            u = u * 10 + (unsigned long long)(*q - '0');
+        }
+        if (u > (unsigned long long)INT64_MAX + (unsigned long long)neg) {
+            return 0;
+        }
+        *out = PyLong_FromLongLong(neg ? (long long)(0ULL - u) : (long long)u);
+    }
+    else {
+        char num[64];
+        if (n >= sizeof num) {
+            return 0;
+        }
+        memcpy(num, start, n);
+        num[n] = 0;
+        double d = PyOS_string_to_double(num, NULL, NULL); /* what float(numstr) gives */
+        if (d == -1.0 && PyErr_Occurred()) {
+            return -1;
+        }
+        *out = PyFloat_FromDouble(d);
+    }
+    if (*out == NULL) {
+        return -1;
+    }
+    j->p = p;
+    return 1;
+}
+
+static int
+fast_decode(jtext *j, PyObject **out, int depth)
+{
+    jskip(j);
+    if (j->p == j->end) {
+        return 0;
+    }
+    switch (*j->p) {
+    case '"':
+        return fast_decode_str(j, out);
+    case 'n':
+        if (j->end - j->p >= 4 && memcmp(j->p, "null", 4) == 0) {
+            j->p += 4;
+            *out = Py_NewRef(Py_None);
+            return 1;
+        }
+        return 0;
+    case 't':
+        if (j->end - j->p >= 4 && memcmp(j->p, "true", 4) == 0) {
+            j->p += 4;
+            *out = Py_NewRef(Py_True);
+            return 1;
+        }
+        return 0;
+    case 'f':
+        if (j->end - j->p >= 5 && memcmp(j->p, "false", 5) == 0) {
+            j->p += 5;
+            *out = Py_NewRef(Py_False);
+            return 1;
+        }
+        return 0;
+    case '[': {
+        if (depth >= WASMBOX_FAST_DEPTH) {
+            return 0;
+        }
+        j->p++;
+        PyObject *list = PyList_New(0);
+        if (list == NULL) {
+            return -1;
+        }
+        jskip(j);
+        if (j->p < j->end && *j->p == ']') {
+            j->p++;
+            *out = list;
+            return 1;
+        }
+        for (;;) {
+            PyObject *item;
+            int r = fast_decode(j, &item, depth + 1);
+            if (r <= 0) {
+                Py_DECREF(list);
+                return r;
+            }
+            r = PyList_Append(list, item);
+            Py_DECREF(item);
+            if (r < 0) {
+                Py_DECREF(list);
+                return -1;
+            }
+            jskip(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (j->p < j->end && *j->p == ']') {
+                j->p++;
+                *out = list;
+                return 1;
+            }
+            Py_DECREF(list);
+            return 0;
+        }
+    }
+    case '{': {
+        if (depth >= WASMBOX_FAST_DEPTH) {
+            return 0;
+        }
+        j->p++;
+        PyObject *dict = PyDict_New();
+        if (dict == NULL) {
+            return -1;
+        }
+        jskip(j);
+        if (j->p < j->end && *j->p == '}') {
+            j->p++;
+            *out = dict;
+            return 1;
+        }
+        for (;;) {
+            PyObject *key, *value;
+            jskip(j);
+            if (j->p == j->end || *j->p != '"') {
+                Py_DECREF(dict);
+                return 0;
+            }
+            int r = fast_decode_str(j, &key);
+            if (r <= 0) {
+                Py_DECREF(dict);
+                return r;
+            }
+            jskip(j);
+            if (j->p == j->end || *j->p != ':') {
+                Py_DECREF(key);
+                Py_DECREF(dict);
+                return 0;
+            }
+            j->p++;
+            r = fast_decode(j, &value, depth + 1);
+            if (r <= 0) {
+                Py_DECREF(key);
+                Py_DECREF(dict);
+                return r;
+            }
+            r = PyDict_SetItem(dict, key, value); /* a repeated key keeps its last value, as in json */
+            Py_DECREF(key);
+            Py_DECREF(value);
+            if (r < 0) {
+                Py_DECREF(dict);
+                return -1;
+            }
+            jskip(j);
+            if (j->p < j->end && *j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (j->p < j->end && *j->p == '}') {
+                j->p++;
+                *out = dict;
+                return 1;
+            }
+            Py_DECREF(dict);
+            return 0;
+        }
+    }
+    default:
+        return fast_decode_number(j, out);
+    }
+}
+
+/* Decodes a whole response: 1 with *out, 0 not handled (trailing data included), -1 an error. */
+static int
+fast_decode_all(const char *s, size_t n, PyObject **out)
+{
+    jtext j = {s, s + n};
+    int r = fast_decode(&j, out, 0);
+    if (r <= 0) {
+        return r;
+    }
+    jskip(&j);
+    if (j.p != j.end) {
+        Py_DECREF(*out);
+        return 0;
+    }
+    return 1;
+}
+
 PyDoc_STRVAR(call_tool_doc,
 "call_tool(name: str, kwargs: dict) -> object\n\n"
 "Call one tool through the host (the ABI's tool fast path): encode kwargs as JSON (dropping arguments that are\n"
@@ -171,71 +782,78 @@ wasmbox_call_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "call_tool expects a str and a dict");
         return NULL;
     }
-    /* Drop omitted optional arguments (a copy only when there are any). */
-    PyObject *key, *value, *filtered = NULL;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(kwargs, &pos, &key, &value)) {
-        if (value == st->missing) {
-            filtered = PyDict_New();
-            if (filtered == NULL) {
-                return NULL;
-            }
-            Py_ssize_t p2 = 0;
-            while (PyDict_Next(kwargs, &p2, &key, &value)) {
-                if (value != st->missing && PyDict_SetItem(filtered, key, value) < 0) {
-                    Py_DECREF(filtered);
+    /* "T" name "\n" arguments, built in place. */
+    Py_ssize_t name_len;
+    const char *name_s = PyUnicode_AsUTF8AndSize(name, &name_len);
+    if (name_s == NULL) {
+        return NULL;
+    }
+    char stack_req[WASMBOX_STACK_BUF];
+    wbuf req = {stack_req, 0, sizeof stack_req, stack_req};
+    if (wbuf_byte(&req, 'T') < 0 || wbuf_put(&req, name_s, (size_t)name_len) < 0 || wbuf_byte(&req, '\n') < 0) {
+        wbuf_free(&req);
+        return NULL;
+    }
+    size_t head = req.len;
+    int fast = fast_encode(&req, kwargs, 0, st->missing);
+    if (fast < 0) {
+        wbuf_free(&req);
+        return NULL;
+    }
+    if (fast == 0) {
+        /* A value the direct path does not handle: the json module's encoder, on the arguments without the
+           omitted optional ones (a copy only when there are any). */
+        req.len = head;
+        PyObject *key, *value, *filtered = NULL;
+        Py_ssize_t pos = 0;
+        while (PyDict_Next(kwargs, &pos, &key, &value)) {
+            if (value == st->missing) {
+                filtered = PyDict_New();
+                if (filtered == NULL) {
+                    wbuf_free(&req);
                     return NULL;
                 }
+                Py_ssize_t p2 = 0;
+                while (PyDict_Next(kwargs, &p2, &key, &value)) {
+                    if (value != st->missing && PyDict_SetItem(filtered, key, value) < 0) {
+                        Py_DECREF(filtered);
+                        wbuf_free(&req);
+                        return NULL;
+                    }
+                }
+                kwargs = filtered;
+                break;
             }
-            kwargs = filtered;
-            break;
         }
-    }
-    PyObject *zero = PyLong_FromLong(0);
-    PyObject *eargs[2] = {kwargs, zero};
-    PyObject *enc = zero ? PyObject_Vectorcall(st->encoder, eargs, 2, NULL) : NULL;
-    Py_XDECREF(zero);
-    Py_XDECREF(filtered);
-    if (enc == NULL) {
-        if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
-            return call_fallback(st, 0, name, PyErr_GetRaisedException());
+        PyObject *zero = PyLong_FromLong(0);
+        PyObject *eargs[2] = {kwargs, zero};
+        PyObject *enc = zero ? PyObject_Vectorcall(st->encoder, eargs, 2, NULL) : NULL;
+        Py_XDECREF(zero);
+        Py_XDECREF(filtered);
+        if (enc == NULL) {
+            wbuf_free(&req);
+            if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+                return call_fallback(st, 0, name, PyErr_GetRaisedException());
+            }
+            return NULL;
         }
-        return NULL;
-    }
-    if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 1 || !PyUnicode_Check(PyTuple_GET_ITEM(enc, 0))) {
+        if (!PyTuple_Check(enc) || PyTuple_GET_SIZE(enc) != 1 || !PyUnicode_Check(PyTuple_GET_ITEM(enc, 0))) {
+            Py_DECREF(enc);
+            wbuf_free(&req);
+            PyErr_SetString(PyExc_RuntimeError, "wasmbox: unexpected result from the JSON encoder");
+            return NULL;
+        }
+        Py_ssize_t args_len;
+        const char *args_s = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(enc, 0), &args_len);
+        if (args_s == NULL || wbuf_put(&req, args_s, (size_t)args_len) < 0) {
+            Py_DECREF(enc);
+            wbuf_free(&req);
+            return NULL; /* e.g. a lone surrogate in a string: UnicodeEncodeError, as before */
+        }
         Py_DECREF(enc);
-        PyErr_SetString(PyExc_RuntimeError, "wasmbox: unexpected result from the JSON encoder");
-        return NULL;
     }
-    Py_ssize_t name_len, args_len;
-    const char *name_s = PyUnicode_AsUTF8AndSize(name, &name_len);
-    const char *args_s = name_s ? PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(enc, 0), &args_len) : NULL;
-    if (args_s == NULL) {
-        Py_DECREF(enc);
-        return NULL;
-    }
-    if (name_len > INT32_MAX / 2 || args_len > INT32_MAX / 2) {
-        Py_DECREF(enc);
-        PyErr_SetString(PyExc_ValueError, "wasmbox: request too large");
-        return NULL;
-    }
-    /* "T" name "\n" arguments */
-    size_t req_len = 2 + (size_t)name_len + (size_t)args_len;
-    char stack_req[WASMBOX_STACK_BUF];
-    char *req = req_len <= sizeof stack_req ? stack_req : PyMem_Malloc(req_len);
-    if (req == NULL) {
-        Py_DECREF(enc);
-        return PyErr_NoMemory();
-    }
-    req[0] = 'T';
-    memcpy(req + 1, name_s, (size_t)name_len);
-    req[1 + name_len] = '\n';
-    memcpy(req + 2 + name_len, args_s, (size_t)args_len);
-    int32_t n = wasmbox_host_call(req, (int32_t)req_len);
-    if (req != stack_req) {
-        PyMem_Free(req);
-    }
-    Py_DECREF(enc);
+    int32_t n = wasmbox_host_call(req.p, (int32_t)req.len);
+    wbuf_free(&req);
 
     int ok = n >= 0;
     int64_t len = ok ? (int64_t)n : -(int64_t)n;
@@ -263,6 +881,11 @@ wasmbox_call_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         result = call_fallback(st, 1, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
         goto done;
     }
+    int fast_r = fast_decode_all(resp, (size_t)len, &result);
+    if (fast_r != 0) {
+        goto done; /* decoded, or an error such as MemoryError */
+    }
+    result = NULL;
     PyObject *text = PyUnicode_DecodeUTF8(resp, (Py_ssize_t)len, "strict");
     if (text == NULL) {
         /* Let the fallback raise the usual decoding error. */

@@ -1,0 +1,61 @@
+/* A stand-in host for testing wasmboxmodule.c natively (pyruntime/c/test/run.sh): the "call" import answers
+ * with the request's argument text ("T" name "\n" arguments), or with the response set by shim_respond. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static char *pending;
+static int32_t pending_len;
+static char *forced;
+static int32_t forced_len = -1;
+static int forced_error;
+static char last[1 << 16];
+static int32_t last_len;
+
+/* Copies the last request's argument text into buf; returns its length. */
+int32_t shim_last_arguments(char *buf, int32_t cap)
+{
+    int32_t n = last_len < cap ? last_len : cap;
+    memcpy(buf, last, n);
+    return n;
+}
+
+void shim_respond(const char *s, int32_t n, int is_error)
+{
+    free(forced);
+    forced = malloc(n > 0 ? n : 1);
+    memcpy(forced, s, n);
+    forced_len = n;
+    forced_error = is_error;
+}
+
+int32_t wasmbox_host_call(const void *req, int32_t req_len)
+{
+    free(pending);
+    const char *nl0 = memchr(req, '\n', req_len);
+    int32_t off0 = nl0 ? (int32_t)(nl0 - (const char *)req) + 1 : req_len;
+    last_len = req_len - off0 < (int32_t)sizeof last ? req_len - off0 : (int32_t)sizeof last;
+    memcpy(last, (const char *)req + off0, last_len);
+    if (forced_len >= 0) {
+        pending = forced, pending_len = forced_len;
+        forced = NULL, forced_len = -1;
+        return forced_error ? -pending_len : pending_len;
+    }
+    const char *nl = memchr(req, '\n', req_len);
+    int32_t off = nl ? (int32_t)(nl - (const char *)req) + 1 : req_len;
+    pending_len = req_len - off;
+    pending = malloc(pending_len + 1);
+    memcpy(pending, (const char *)req + off, pending_len);
+    return pending_len;
+}
+
+int32_t wasmbox_host_fetch(void *buf, int32_t n)
+{
+    if (n != pending_len) {
+        return -1;
+    }
+    memcpy(buf, pending, n);
+    return n;
+}
+
+int32_t wasmbox_host_tick(void) { return 1000; }
