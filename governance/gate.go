@@ -205,6 +205,9 @@ type Run struct {
 	// watches are the contexts of the tools running inline (runInline), by their Done channel: one AfterFunc per
 	// context, not per call. Guarded by mu.
 	watches map[<-chan struct{}]*inlineWatch
+	// spare is an inlineJob no timer can reach any more, kept for the next inline call (one heap object less per
+	// call in a tight loop of calls). Guarded by mu.
+	spare *inlineJob
 }
 
 // NewRun starts a run. runID identifies it in the audit log and should be unique; an empty runID gets a random
@@ -875,13 +878,12 @@ type inlineJob struct {
 	ctx, actx context.Context
 	r         *Run
 	call      Call
-	rec       *Record // the caller's; read by abandon only once it has won the race
+	rec       Record // the caller's record as the tool started: a copy, so the caller's stays on its stack
 	start     time.Time
 	settle    func(CallReport)
 	state     atomic.Int32
 	late      chan struct{} // made by abandon, and closed once the "abandoned" record is written
-	lateRec   Record        // written by abandon before it closes late
-	terr      error         // the same
+	terr      error         // written by abandon before it closes late
 	// For the call's span, which abandon ends (Do does not, for an abandoned inline call).
 	span         trace.Span
 	dec          Decision
@@ -902,17 +904,32 @@ type inlineWatch struct {
 // called); otherwise the caller writes the outcome as usual.
 func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec *Record, start time.Time, settle func(CallReport),
 	span trace.Span, dec Decision, approvalWait time.Duration) ([]byte, error, bool) {
-	j := &inlineJob{ctx: ctx, actx: actx, r: r, call: call, rec: rec, start: start, settle: settle,
-		span: span, dec: dec, approvalWait: approvalWait}
-	r.watchInline(ctx, j)
+	j := r.inlineJob()
+	j.ctx, j.actx, j.call, j.rec, j.start, j.settle = ctx, actx, call, *rec, start, settle
+	j.span, j.dec, j.approvalWait = span, dec, approvalWait
+	r.watchInline(ctx, j) // filled in first: the watch's lock orders these writes before any timer's reads
 	res, err := runTool(ctx, call, tool)
-	r.unwatchInline(ctx, j)
+	if r.unwatchInline(ctx, j) {
+		return res, err, false // no timer saw j: the tool finished first, and j is the run's spare again
+	}
 	if j.state.CompareAndSwap(toolRunning, toolFinished) {
 		return res, err, false
 	}
 	<-j.late // abandon wrote the "abandoned" record
-	r.g.recordLate(actx, j.lateRec, call, time.Since(start), res, err)
+	r.g.recordLate(actx, j.rec, call, time.Since(start), res, err)
 	return nil, j.terr, true
+}
+
+// inlineJob returns the run's spare job, or a new one.
+func (r *Run) inlineJob() *inlineJob {
+	r.mu.Lock()
+	j := r.spare
+	r.spare = nil
+	r.mu.Unlock()
+	if j == nil {
+		j = &inlineJob{r: r}
+	}
+	return j
 }
 
 // watchInline registers j under its context's watch, creating the watch (one AfterFunc) for a new context. A
@@ -937,13 +954,23 @@ func (r *Run) watchInline(ctx context.Context, j *inlineJob) {
 	}
 }
 
-// unwatchInline removes j from its context's watch once its tool has returned.
-func (r *Run) unwatchInline(ctx context.Context, j *inlineJob) {
+// unwatchInline removes j from its context's watch once its tool has returned. It reports whether j was still
+// there: then no timer was armed for it, nothing else can reach it, and it becomes the run's spare (cleared of
+// the call). Otherwise the context ended while the tool ran and j is left to the race with its timer.
+func (r *Run) unwatchInline(ctx context.Context, j *inlineJob) bool {
 	r.mu.Lock()
-	if w := r.watches[ctx.Done()]; w != nil {
-		delete(w.jobs, j)
+	defer r.mu.Unlock()
+	w := r.watches[ctx.Done()]
+	if w == nil {
+		return false
 	}
-	r.mu.Unlock()
+	if _, ok := w.jobs[j]; !ok {
+		return false
+	}
+	delete(w.jobs, j)
+	j.ctx, j.actx, j.call, j.rec, j.settle, j.span, j.dec = nil, nil, Call{}, Record{}, nil, nil, Decision{}
+	r.spare = j
+	return true
 }
 
 // inlineCtxEnded runs when a context under which tools run inline ends: every tool still running gets its grace,
@@ -980,8 +1007,7 @@ func (j *inlineJob) abandon() {
 	if !j.state.CompareAndSwap(toolRunning, toolAbandoned) {
 		return // it returned first
 	}
-	rec := *j.rec // the caller's, no longer touched by it: it lost the race
-	j.lateRec = rec
+	rec := j.rec // the "late" record starts again from j.rec
 	j.terr = j.r.g.abandonedError(j.ctx, j.call)
 	out, _ := j.r.outcome(j.actx, j.call, j.dec, &rec, nil, j.terr, j.late, j.start, j.approvalWait, j.settle) // closes late
 	j.r.g.tel.end(j.ctx, j.span, out, j.terr)

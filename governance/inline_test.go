@@ -99,3 +99,43 @@ func TestInlineToolRunsOnTheCallerAndIsAbandonedOnTime(t *testing.T) {
 		t.Fatalf("usage %+v", u)
 	}
 }
+
+// The job of an inline call is reused by the run's next inline call only when no timer can reach it. A tool that
+// returns after its context ended but within its grace leaves a timer armed on its job; the next call, under a new
+// context and still running when that timer fires, must not be the one it abandons.
+func TestInlineJobNotReusedUnderATimer(t *testing.T) {
+	aud := &governance.MemoryAuditor{}
+	grace := 80 * time.Millisecond
+	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, ToolGrace: grace,
+		Limits: governance.Limits{MaxToolCalls: 100}})
+	run := g.NewRun("spare")
+	call := governance.Call{Tool: "t", Effect: governance.ReadOnly}
+
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	defer cancel1()
+	out, err := run.Do(handoff.WithCallerAbandons(ctx1, func() {}), call, func(context.Context, governance.Call) ([]byte, error) {
+		cancel1()                         // the context ends while the tool runs: its job gets a timer (grace 80 ms)
+		time.Sleep(20 * time.Millisecond) // and the tool returns within the grace
+		return []byte(`1`), nil
+	})
+	if err != nil || out.Status != governance.StatusOK {
+		t.Fatalf("first call: %v %+v", err, out)
+	}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	out, err = run.Do(handoff.WithCallerAbandons(ctx2, func() {}), call, func(context.Context, governance.Call) ([]byte, error) {
+		time.Sleep(3 * grace) // running when the first call's timer fires
+		return []byte(`2`), nil
+	})
+	if err != nil || out.Status != governance.StatusOK || string(out.Result) != "2" {
+		t.Fatalf("second call: %v %+v", err, out)
+	}
+	for _, rec := range aud.Records() {
+		if rec.Outcome == governance.StatusAbandoned || rec.Outcome == governance.StatusLate {
+			t.Errorf("record %d %s: a call that returned in time was abandoned", rec.Seq, rec.Outcome)
+		}
+	}
+	if n := len(aud.Records()); n != 4 {
+		t.Errorf("%d records, want allowed and ok for each call", n)
+	}
+}

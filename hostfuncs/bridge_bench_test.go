@@ -8,11 +8,13 @@ import (
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/handoff"
 )
 
 // BenchmarkBridgeCall is the host's share of one tool call (the guest's encoding and the crossing into the
 // host are not in it): the bridge, an allow-all gate with an in-memory audit, validation and the tool, for a
-// tool given as a schema (like bench's echo) and for a typed Go tool.
+// tool given as a schema (like bench's echo) and for a typed Go tool; "inline" is the echo tool as a sandbox with
+// tools calls it: under the exec's context, which can end, on the caller's goroutine.
 func BenchmarkBridgeCall(b *testing.B) {
 	type echoIn struct {
 		X int `json:"x"`
@@ -26,8 +28,16 @@ func BenchmarkBridgeCall(b *testing.B) {
 		},
 		hostfuncs.Func("typed", "", func(_ context.Context, in echoIn) (int, error) { return in.X, nil }),
 	)
-	for _, tool := range []string{"echo", "typed"} {
-		b.Run(tool, func(b *testing.B) {
+	for _, name := range []string{"echo", "typed", "inline"} {
+		b.Run(name, func(b *testing.B) {
+			tool := name
+			ctx := context.Background()
+			if name == "inline" {
+				tool = "echo"
+				c, cancel := context.WithCancel(ctx)
+				defer cancel()
+				ctx = handoff.WithCallerAbandons(c, func() {})
+			}
 			gate, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: &governance.MemoryAuditor{Limit: 1000},
 				Limits: governance.Limits{MaxToolCalls: 1 << 40}})
 			if err != nil {
@@ -38,8 +48,8 @@ func BenchmarkBridgeCall(b *testing.B) {
 			for i := range args {
 				args[i] = json.RawMessage(`{"x":` + strconv.Itoa(i) + `}`)
 			}
-			ctx := context.Background()
 			i := 0
+			b.ReportAllocs()
 			for b.Loop() {
 				if resp, isErr := br.Call(ctx, tool, args[i%len(args)]); isErr {
 					b.Fatalf("call failed: %s", resp)
