@@ -345,9 +345,6 @@ for a, b in zip(c, p):
 		t.Fatalf("exception: %s", res.Exception.Traceback)
 	}
 	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
-	if len(lines) > 0 && lines[0] == "C path False" {
-		t.Skip("the shipped interpreter has no _wasmbox.call_tool: the C tool path lands with the next interpreter rebuild")
-	}
 	if len(lines) != 12+300+1+34 || lines[0] != "C path True" {
 		t.Fatalf("stdout:\n%s", res.Stdout)
 	}
