@@ -57,6 +57,9 @@ type ToolCall struct {
 // never copies arguments it does not keep. When the governance run is flooded (too many denied calls, see
 // governance.ErrCallFlood), every later call is refused: the caller should then end the run
 // ([Bridge.Flooded]).
+//
+// A Bridge is safe for concurrent use. It tracks one call in progress, for [Bridge.Abandon], which is exact when
+// calls come one at a time, as a sandbox's do; with concurrent calls, Abandon may leave some out.
 type Bridge struct {
 	reg        *Registry
 	run        *governance.Run
@@ -65,9 +68,10 @@ type Bridge struct {
 	calls      []ToolCall
 	keptArgs   int
 	unrecorded int64
-	// inflight is the call in progress (its start, and its sequence number once the gate has given it one);
-	// abandoned is set by Abandon, after which nothing more is recorded.
-	inflight  *inflightCall
+	// inflight is the call in progress (its start, and its sequence number once the gate has given it one) when
+	// busy; abandoned is set by Abandon, after which nothing more is recorded.
+	inflight  inflightCall
+	busy      bool
 	abandoned bool
 }
 
@@ -124,19 +128,18 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	}
 	shown := cut(name, maxToolNameBytes) // for messages
 	start := time.Now()
-	inf := &inflightCall{name: name, args: args, start: start}
 	b.mu.Lock()
-	b.inflight = inf
+	b.inflight, b.busy = inflightCall{name: name, args: args, start: start}, true
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
-		b.inflight = nil
+		b.inflight, b.busy = inflightCall{}, false
 		b.mu.Unlock()
 	}()
 	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source},
 		func(ctx context.Context, call governance.Call) ([]byte, error) {
 			b.mu.Lock()
-			inf.seq = call.Seq
+			b.inflight.seq = call.Seq
 			b.mu.Unlock()
 			t, ok := b.reg.Lookup(name)
 			if !ok {
@@ -178,7 +181,7 @@ func (b *Bridge) Abandon() []ToolCall {
 	b.mu.Lock()
 	if !b.abandoned {
 		b.abandoned = true
-		if inf := b.inflight; inf != nil {
+		if inf := b.inflight; b.busy {
 			tool := cut(inf.name, maxToolNameBytes)
 			c := ToolCall{Seq: inf.seq, Tool: tool, Status: string(governance.StatusAbandoned),
 				Reason:    "the call had not returned when the run's deadline and its grace had passed",
