@@ -32,6 +32,47 @@ assert len(back) == 20000
 `
 )
 
+// BuildWorkloads are what `bench/compare -against DIR` times on two interpreter builds: W1 and W2, and three
+// more kinds of everyday Python that the two do not exercise (method calls and attributes, text processing,
+// sorting and hashing), so that a build option is not judged on one loop.
+var BuildWorkloads = []struct{ Name, Code string }{
+	{"W1 loop", W1},
+	{"W2 json", W2},
+	{"objects", `class V:
+    __slots__ = ("x", "y")
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+    def add(self, o):
+        return V(self.x + o.x, self.y + o.y)
+    def dot(self, o):
+        return self.x * o.x + self.y * o.y
+acc, d, t = V(0, 0), V(1, 2), 0
+for i in range(300_000):
+    acc = acc.add(d)
+    t += acc.dot(d) % 7
+assert t > 0
+`},
+	{"text", `import re
+words = re.compile(r"[a-z]+")
+line = "The quick brown fox jumps over the lazy dog, again and again; " * 4
+n = 0
+for i in range(20_000):
+    s = line.upper().lower().replace("again", str(i))
+    n += len(words.findall(s)) + len(s.split()) + s.count("o")
+    n += len(f"{i:>8}|{s[:10]!r}|{i / 7:.3f}")
+assert n > 0
+`},
+	{"sort and hash", `import random
+r = random.Random(1)
+xs = [r.random() for _ in range(200_000)]
+ys = sorted(xs)
+keys = [str(int(x * 1e6)) for x in ys]
+d = {k: i for i, k in enumerate(keys)}
+s = {k[::-1] for k in keys}
+assert len(d) > 0 and len(s) > 0 and ys[0] <= ys[-1]
+`},
+}
+
 // W1Loop is W1 with n iterations instead of 3,000,000 (for instruction counts, which subtract two sizes).
 func W1Loop(n int) string {
 	return "s = 0\nfor i in range(" + strconv.Itoa(n) + "):\n    s += i * i\n"

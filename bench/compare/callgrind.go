@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/assets/uninstrumented"
 	"github.com/wasmbox/wasmbox/bench"
 	"github.com/wasmbox/wasmbox/wasmbox"
@@ -96,13 +97,21 @@ func callgrindW1(ctx context.Context, py string) (*callgrindReport, error) {
 	return c, nil
 }
 
-// guestLoopOnce runs W1 with n iterations in one fresh sandbox (what callgrindW1 counts).
-func guestLoopOnce(n int, plain bool) error {
+// guestLoopOnce runs W1 with n iterations in one fresh sandbox (what callgrindW1 counts), on the interpreter
+// without the deadline counter (plain) or the one built in dir, if either is given.
+func guestLoopOnce(n int, plain bool, dir string) error {
 	ctx := context.Background()
 	// Under valgrind the guest runs tens of times slower than usual: the default timeout would end it.
 	cfg := wasmbox.Config{Timeout: time.Hour}
 	if plain {
 		it, err := uninstrumented.Load()
+		if err != nil {
+			return err
+		}
+		cfg.Interpreter = it
+	}
+	if dir != "" {
+		it, err := assets.LoadDir(dir)
 		if err != nil {
 			return err
 		}

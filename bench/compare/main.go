@@ -78,6 +78,7 @@ func main() {
 	cg := flag.Bool("callgrind", false, "also count W1's instructions per loop iteration under valgrind (native, wasmbox, wasmbox without the deadline): slow, deterministic")
 	guestLoop := flag.Int("guest-loop", 0, "internal: run W1 with N iterations in one sandbox and exit (what -callgrind counts)")
 	plain := flag.Bool("plain", false, "internal: with -guest-loop, use the interpreter without the deadline counter")
+	interpDir := flag.String("interp", "", "internal: with -guest-loop, use the interpreter built in DIR")
 	p2Only := flag.Bool("p2", false, "measure only P2 (new process → first result) and its parts")
 	p2Rounds := flag.Int("p2-rounds", 7, "with -p2: interleaved rounds")
 	p2CLI := flag.String("p2-cli", "", "with -p2: the wasmbox CLI binary to time (default: build ./cmd/wasmbox)")
@@ -96,14 +97,14 @@ func main() {
 		return
 	}
 	if *guestLoop > 0 {
-		if err := guestLoopOnce(*guestLoop, *plain); err != nil {
+		if err := guestLoopOnce(*guestLoop, *plain, *interpDir); err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	if *against != "" {
-		if err := compareBuilds(context.Background(), *against, *quick); err != nil {
+		if err := compareBuilds(context.Background(), *against, *quick, *cg); err != nil {
 			fmt.Fprintln(os.Stderr, "compare:", err)
 			os.Exit(1)
 		}
@@ -528,17 +529,17 @@ func sortedKeys(m map[string]bench.EngineRow) []string {
 
 // compareBuilds times W1 and W2 on the shipped interpreter and on the one in dir, interleaved, and prints the
 // medians and ratios (how the build flags are confirmed: pyruntime/MEASURED).
-func compareBuilds(ctx context.Context, dir string, quick bool) error {
+func compareBuilds(ctx context.Context, dir string, quick, cg bool) error {
 	it, err := assets.LoadDir(dir)
 	if err != nil {
 		return err
 	}
-	other, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it})
+	other, err := wasmbox.New(ctx, wasmbox.Config{Interpreter: it, Timeout: benchTimeout})
 	if err != nil {
 		return err
 	}
 	defer other.Close(ctx)
-	shipped, err := wasmbox.New(ctx, wasmbox.Config{})
+	shipped, err := wasmbox.New(ctx, wasmbox.Config{Timeout: benchTimeout})
 	if err != nil {
 		return err
 	}
@@ -547,23 +548,59 @@ func compareBuilds(ctx context.Context, dir string, quick bool) error {
 	if quick {
 		reps = 3
 	}
-	for _, w := range []struct{ name, code string }{{"W1", bench.W1}, {"W2", bench.W2}} {
-		var a, b []float64
-		for range reps {
-			x, err := bench.GuestTime(ctx, shipped, w.code, 1)
+	for _, w := range bench.BuildWorkloads {
+		// Interleaved pairs, alternating which build goes first; the ratio is taken within each pair.
+		var a, b, ratio []float64
+		for i := range reps {
+			first, second := shipped, other
+			if i%2 == 1 {
+				first, second = other, shipped
+			}
+			x, err := bench.GuestTime(ctx, first, w.Code, 1)
 			if err != nil {
 				return err
 			}
-			y, err := bench.GuestTime(ctx, other, w.code, 1)
+			y, err := bench.GuestTime(ctx, second, w.Code, 1)
 			if err != nil {
 				return err
 			}
-			a, b = append(a, x), append(b, y)
+			if i%2 == 1 {
+				x, y = y, x
+			}
+			a, b, ratio = append(a, x), append(b, y), append(ratio, x/y)
 		}
-		slices.Sort(a)
-		slices.Sort(b)
-		ma, mb := a[len(a)/2], b[len(b)/2]
-		fmt.Printf("%s: shipped %.3f s, %s %.3f s: the shipped build takes ×%.2f the time (%.0f%% faster)\n", w.name, ma, dir, mb, ma/mb, (mb/ma-1)*100)
+		sa, sb, sr := summarise(a), summarise(b), summarise(ratio)
+		fmt.Printf("%s: shipped %.3f s (%.3f–%.3f), %s %.3f s (%.3f–%.3f): the shipped build takes ×%.3f (%.3f–%.3f) the time, median of %d interleaved pairs\n",
+			w.Name, sa.Median, sa.Min, sa.Max, dir, sb.Median, sb.Min, sb.Max, sr.Median, sr.Min, sr.Max, reps)
 	}
+	if !cg {
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	const n = 200_000
+	perIter := func(extra ...string) (float64, error) {
+		args := func(k int) []string { return append([]string{self, "-guest-loop", strconv.Itoa(k)}, extra...) }
+		x, err := callgrindCount(ctx, args(n)...)
+		if err != nil {
+			return 0, err
+		}
+		y, err := callgrindCount(ctx, args(2*n)...)
+		if err != nil {
+			return 0, err
+		}
+		return float64(y-x) / n, nil
+	}
+	s, err := perIter()
+	if err != nil {
+		return err
+	}
+	o, err := perIter("-interp", dir)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("W1 instructions per iteration (callgrind): shipped %.1f, %s %.1f: ×%.4f\n", s, dir, o, s/o)
 	return nil
 }
