@@ -16,7 +16,7 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
-// callgrindReport holds W1's instructions per loop iteration, counted by valgrind's callgrind: deterministic,
+// callgrindReport holds the instructions per iteration of W1's loop (bench.W1Loop), counted by valgrind's callgrind: deterministic,
 // so that a change of a few percent shows even on a loaded machine. Each figure is (I(2n) − I(n)) / n, where
 // I(k) counts every instruction of a whole process running the loop k times: start-up, compilation and
 // snapshot work cancel out.
@@ -31,8 +31,11 @@ var collectedRE = regexp.MustCompile(`Collected : (\d+)`)
 
 func callgrindCount(ctx context.Context, args ...string) (int64, error) {
 	cmd := exec.CommandContext(ctx, "valgrind", append([]string{"--tool=callgrind", "--callgrind-out-file=/dev/null"}, args...)...)
-	// valgrind 3.19 does not decode RDTSCP, which the Go runtime uses when the CPU has it.
-	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off")
+	// valgrind 3.19 does not decode RDTSCP, which the Go runtime uses when the CPU has it. One P and no
+	// collector: with more, the runtime's idle threads spin looking for work while the guest runs, and the
+	// collections fall where the heap happens to be; both change a Go process's count by tens of percent from
+	// one run to the next. So pinned, two runs of the same process agree to about 0.01%.
+	cmd.Env = append(os.Environ(), "GODEBUG=asyncpreemptoff=1,cpu.rdtscp=off", "GOMAXPROCS=1", "GOGC=off")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("valgrind %v: %w: %s", args, err, tail(out))
@@ -103,6 +106,13 @@ func guestLoopOnce(n int, plain bool, dir string) error {
 	ctx := context.Background()
 	// Under valgrind the guest runs tens of times slower than usual: the default timeout would end it.
 	cfg := wasmbox.Config{Timeout: time.Hour}
+	// Every variant gets its interpreter through Config.Interpreter, so that all of them start the same way (a
+	// snapshot made in this process, not one read from the cache) and differ only in the interpreter.
+	it, err := assets.Load()
+	if err != nil {
+		return err
+	}
+	cfg.Interpreter = it
 	if plain {
 		it, err := uninstrumented.Load()
 		if err != nil {
