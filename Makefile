@@ -1,8 +1,8 @@
 # wasmbox — common tasks. The interpreter is prebuilt in assets/; rebuilding it needs Debian's toolchain
-# (pyruntime/build.sh installs it with apt-get) and about 10 minutes on 2 cores.
+# (pyruntime/build.sh installs it with apt-get) and 12 to 20 minutes on 2 cores.
 GO ?= go
 
-.PHONY: test test-race interpreter interpreter-plain verify-interpreter bench compare conformance conformance-update conformance-ci
+.PHONY: test test-race interpreter interpreter-plain interpreter-profile verify-interpreter bench compare conformance conformance-update conformance-ci
 
 test:
 	$(GO) test ./...
@@ -14,9 +14,14 @@ test-race:
 interpreter:
 	pyruntime/build.sh --out assets
 
-# The "plain" build (no pymalloc/bulk-memory/ThinLTO), only to measure what the flags buy. Not shipped.
+# The "plain" build (no pymalloc/bulk-memory/ThinLTO/profile), only to measure what the flags buy. Not shipped.
 interpreter-plain:
 	pyruntime/build.sh --variant plain --out build/plain
+
+# Remake pyruntime/pgo/cpython.proftext.xz, the profile the build optimises CPython with (a native training run
+# of CPython's own PGO task; then rebuild with make interpreter).
+interpreter-profile:
+	pyruntime/pgo/train.sh
 
 # Rebuild in a fresh folder and compare every checksum with assets/SHA256SUMS (reproducibility check).
 verify-interpreter:

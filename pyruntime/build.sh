@@ -34,6 +34,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 case "$variant" in optimized|plain) ;; *) echo "build.sh: unknown variant $variant" >&2; exit 2;; esac
+# Profile-guided optimisation of CPython (optimized only) with pyruntime/pgo/cpython.proftext.xz, a checked-in
+# input that pyruntime/pgo/train.sh makes on a native build (its header says why there and how).
+pgo_profile="$(cd "$(dirname "$0")" && pwd)/pgo/cpython.proftext.xz"
+PGO_INFO=none
+[ "$variant" = optimized ] && PGO_INFO="pyruntime/pgo/cpython.proftext.xz sha256:$(sha256sum < "$pgo_profile" | cut -c1-64)"
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/wasmbox-build
 work=${work:-$cache/$variant}
 mkdir -p "$work" "$out"
@@ -64,7 +69,7 @@ ship() {
   cp "$stage/stdlib.zip" "$stage/tzdata.zip" "$out/"
   hostpy -E -s "$here/tools/buildinfo.py" --variant "$variant" --versions "$here/versions.env" \
     --stage "$stage" --out "$out" --instrument "$stage/instrument.json" --cflags="$OPTC" \
-    --configure="$PYMALLOC $LTO_CONF" --measured "$here/MEASURED" > "$out/BUILDINFO"
+    --configure="$PYMALLOC $LTO_CONF" --pgo="$PGO_INFO" --measured "$here/MEASURED" > "$out/BUILDINFO"
   (cd "$out" && sha256sum python.wasm.gz stdlib.zip tzdata.zip BUILDINFO uninstrumented/python.wasm.gz > SHA256SUMS)
 }
 
@@ -175,11 +180,19 @@ ac_cv_func_clock_nanosleep=no
 ac_cv_lib_rt_clock_nanosleep=no
 ac_cv_working_tzset=yes
 SITE
+PGOC=""
+if [ "$variant" = optimized ]; then
+  xz -dc "$pgo_profile" > "$work/cpython.proftext"
+  llvm-profdata-19 merge -o "$work/cpython.profdata" "$work/cpython.proftext"
+  # A function whose source differs from the native build's (a platform #ifdef) is left unprofiled; the
+  # warnings that say so are counted after the build, not printed per file.
+  PGOC="-fprofile-instr-use=$work/cpython.profdata"
+fi
 log "cross configure ($variant)"
 mkdir -p "$work/pkgconfig-empty"
 (cd "$cross" && CONFIG_SITE="$cross/config.site" \
   CC="$WCC" CPP="clang-cpp-19 --target=wasm32-wasi --sysroot=$SYSROOT" CXX="clang++-19 --target=wasm32-wasi --sysroot=$SYSROOT" \
-  CFLAGS="$OPTC $MAP" LDFLAGS="$FEAT $( [ "$variant" = optimized ] && echo '-Wl,--lto-O3')" \
+  CFLAGS="$OPTC $PGOC $MAP" LDFLAGS="$FEAT $( [ "$variant" = optimized ] && echo '-Wl,--lto-O3')" \
   PKG_CONFIG_PATH= PKG_CONFIG_LIBDIR="$work/pkgconfig-empty" \
   ZLIB_CFLAGS="-I$deps/include" ZLIB_LIBS="-L$deps/lib -lz" \
   BZIP2_CFLAGS="-I$deps/include" BZIP2_LIBS="-L$deps/lib -lbz2" \
@@ -194,6 +207,10 @@ sed -i "s|-DVPATH='\"\$(VPATH)\"'|-DVPATH='\"/wasmbox/src/Python-$PYTHON_VERSION
 grep -q "DVPATH='\"/wasmbox/src" "$cross/Makefile" || { echo "build.sh: could not pin VPATH" >&2; exit 1; }
 log "cross make"
 (cd "$cross" && make -s -j2 >/dev/null 2>"$work/cross-make.log") || { tail -40 "$work/cross-make.log" >&2; exit 1; }
+if [ -n "$PGOC" ]; then
+  log "profile: $(awk '/profile data may be out of date: of [0-9]+ functions/ { for (i = 1; i <= NF; i++) { if ($i == "of") t += $(i+1); if ($i == "have" || $i == "has") m += $(i-1) } }
+    END { printf "%d functions in files with a mismatch, %d of them left unprofiled", t, m }' "$work/cross-make.log")"
+fi
 for m in zlib _bz2 _lzma _sqlite3 _wasmbox _decimal _json; do
   grep -q "\b$m\b" "$cross/Modules/config.c" || { echo "build.sh: module $m was not built in" >&2; exit 1; }
 done
