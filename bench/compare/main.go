@@ -1,7 +1,8 @@
 // Command compare runs the same workloads on wasmbox and on native CPython in one process run and prints the
 // ratios:
 //
-//	go run ./bench/compare [-quick] [-json] [-p2 [-p2-rounds N] [-p2-cli BIN]]
+//	go run ./bench/compare [-quick] [-json] [-callgrind] [-p2 [-p2-rounds N] [-p2-cli BIN]]
+//	go run ./bench/compare -against DIR [-quick] [-callgrind]   (the shipped interpreter against the one built in DIR)
 //
 // W0 fresh sandbox + print(1) p50/p90; W1 pure-Python loop; W2 json of 20k dicts; W3 tool calls through the
 // Gate; W4 memory added per live idle sandbox; W5 trivial runs per second on all cores. The hard deadline is on
