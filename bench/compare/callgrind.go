@@ -54,6 +54,20 @@ func tail(b []byte) string {
 	return string(b)
 }
 
+// perIteration counts the processes args(n) and args(2n) and returns the instructions per iteration: their
+// difference over n, in which everything the two processes share cancels.
+func perIteration(ctx context.Context, n int, args func(k int) []string) (float64, error) {
+	a, err := callgrindCount(ctx, args(n)...)
+	if err != nil {
+		return 0, err
+	}
+	b, err := callgrindCount(ctx, args(2*n)...)
+	if err != nil {
+		return 0, err
+	}
+	return float64(b-a) / float64(n), nil
+}
+
 func callgrindW1(ctx context.Context, py string) (*callgrindReport, error) {
 	if _, err := exec.LookPath("valgrind"); err != nil {
 		return nil, fmt.Errorf("valgrind not found on PATH: %w", err)
@@ -70,17 +84,7 @@ func callgrindW1(ctx context.Context, py string) (*callgrindReport, error) {
 	// on its own stack, which callgrind's call tracking does not follow. So whole processes are counted, and
 	// their fixed costs (loading the compiled module, making the snapshot) cancel in the difference.
 	var inRun []string
-	perIter := func(args func(k int) []string) (float64, error) {
-		a, err := callgrindCount(ctx, args(n)...)
-		if err != nil {
-			return 0, err
-		}
-		b, err := callgrindCount(ctx, args(2*n)...)
-		if err != nil {
-			return 0, err
-		}
-		return float64(b-a) / n, nil
-	}
+	perIter := func(args func(k int) []string) (float64, error) { return perIteration(ctx, n, args) }
 	// The real interpreter, not a launcher script (valgrind counts only the process it starts).
 	out, err := exec.CommandContext(ctx, py, "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
