@@ -16,10 +16,10 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
-// callgrindReport holds the instructions per iteration of W1's loop (bench.W1Loop), counted by valgrind's callgrind: deterministic,
-// so that a change of a few percent shows even on a loaded machine. Each figure is (I(2n) − I(n)) / n, where
-// I(k) counts every instruction of a whole process running the loop k times: start-up, compilation and
-// snapshot work cancel out.
+// callgrindReport holds the instructions per iteration of W1's loop (bench.W1Loop), counted by valgrind's
+// callgrind: deterministic, so that a change of a few percent shows even on a loaded machine. Each figure is
+// (I(2n) − I(n)) / n, where I(k) counts every instruction of a whole process running the loop k times: start-up,
+// compilation and snapshot work cancel out.
 type callgrindReport struct {
 	Iterations     int     `json:"iterations"`
 	NativePerIter  float64 `json:"native_instructions_per_iteration"`
@@ -104,8 +104,8 @@ func callgrindW1(ctx context.Context, py string) (*callgrindReport, error) {
 	return c, nil
 }
 
-// guestLoopOnce runs W1 with n iterations in one fresh sandbox (what callgrindW1 counts), on the interpreter
-// without the deadline counter (plain) or the one built in dir, if either is given.
+// guestLoopOnce runs W1's loop with n iterations in one fresh sandbox (what callgrindW1 counts), on the shipped
+// interpreter, the one without the deadline counter (plain) or the one built in dir.
 func guestLoopOnce(n int, plain bool, dir string) error {
 	ctx := context.Background()
 	// Under valgrind the guest runs tens of times slower than usual: the default timeout would end it.

@@ -7,9 +7,9 @@
 // W0 fresh sandbox + print(1) p50/p90; W1 pure-Python loop; W2 json of 20k dicts; W3 tool calls through the
 // Gate; W4 memory added per live idle sandbox; W5 trivial runs per second on all cores. The hard deadline is on
 // in every wasmbox row; deadline_overhead_ratio compares W1's loop, run in a function, with the uninstrumented
-// build. The engine table ("engines") has W0, W1 and W2 on every engine linked in and on the wasmtime engine, which lives in its own
-// module and is measured by a child built from it (cgo; without a C toolchain the row is skipped with the
-// build's error).
+// build. The engine table ("engines") has W0, W1 and W2 on every engine linked in and on the wasmtime engine,
+// which lives in its own module and is measured by a child built from it (cgo; without a C toolchain the row is
+// skipped with the build's error).
 package main
 
 import (
@@ -542,8 +542,10 @@ func sortedKeys(m map[string]bench.EngineRow) []string {
 	return keys
 }
 
-// compareBuilds times W1 and W2 on the shipped interpreter and on the one in dir, interleaved, and prints the
-// medians and ratios (how the build flags are confirmed: pyruntime/MEASURED).
+// compareBuilds times bench.BuildWorkloads on the shipped interpreter and on the one in dir, in interleaved
+// pairs, and prints each build's median and the median of the per-pair ratios, with their ranges; with cg it
+// also counts the instructions per iteration of W1's loop on both (how build options are confirmed:
+// pyruntime/MEASURED).
 func compareBuilds(ctx context.Context, dir string, quick, cg bool) error {
 	it, err := assets.LoadDir(dir)
 	if err != nil {
@@ -615,6 +617,6 @@ func compareBuilds(ctx context.Context, dir string, quick, cg bool) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("W1 instructions per iteration (callgrind): shipped %.1f, %s %.1f: ×%.4f\n", s, dir, o, s/o)
+	fmt.Printf("W1's loop, instructions per iteration (callgrind): shipped %.1f, %s %.1f: ×%.4f\n", s, dir, o, s/o)
 	return nil
 }
