@@ -68,10 +68,9 @@ type Bridge struct {
 	calls      []ToolCall
 	keptArgs   int
 	unrecorded int64
-	// inflight is the call in progress (its start, and its sequence number once the gate has given it one) when
-	// busy; abandoned is set by Abandon, after which nothing more is recorded.
+	// inflight is the call in progress (its start, and its sequence number once the gate has given it one); its
+	// zero value, with a zero start, means none. abandoned is set by Abandon, after which nothing more is recorded.
 	inflight  inflightCall
-	busy      bool
 	abandoned bool
 }
 
@@ -129,11 +128,11 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	shown := cut(name, maxToolNameBytes) // for messages
 	start := time.Now()
 	b.mu.Lock()
-	b.inflight, b.busy = inflightCall{name: name, args: args, start: start}, true
+	b.inflight = inflightCall{name: name, args: args, start: start}
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()
-		b.inflight, b.busy = inflightCall{}, false
+		b.inflight = inflightCall{}
 		b.mu.Unlock()
 	}()
 	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source},
@@ -181,7 +180,7 @@ func (b *Bridge) Abandon() []ToolCall {
 	b.mu.Lock()
 	if !b.abandoned {
 		b.abandoned = true
-		if inf := b.inflight; b.busy {
+		if inf := b.inflight; !inf.start.IsZero() {
 			tool := cut(inf.name, maxToolNameBytes)
 			c := ToolCall{Seq: inf.seq, Tool: tool, Status: string(governance.StatusAbandoned),
 				Reason:    "the call had not returned when the run's deadline and its grace had passed",

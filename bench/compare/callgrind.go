@@ -112,24 +112,17 @@ func guestLoopOnce(n int, plain bool, dir string) error {
 	cfg := wasmbox.Config{Timeout: time.Hour}
 	// Every variant gets its interpreter through Config.Interpreter, so that all of them start the same way (a
 	// snapshot made in this process, not one read from the cache) and differ only in the interpreter.
-	it, err := assets.Load()
+	var err error
+	switch {
+	case plain:
+		cfg.Interpreter, err = uninstrumented.Load()
+	case dir != "":
+		cfg.Interpreter, err = assets.LoadDir(dir)
+	default:
+		cfg.Interpreter, err = assets.Load()
+	}
 	if err != nil {
 		return err
-	}
-	cfg.Interpreter = it
-	if plain {
-		it, err := uninstrumented.Load()
-		if err != nil {
-			return err
-		}
-		cfg.Interpreter = it
-	}
-	if dir != "" {
-		it, err := assets.LoadDir(dir)
-		if err != nil {
-			return err
-		}
-		cfg.Interpreter = it
 	}
 	sb, err := wasmbox.New(ctx, cfg)
 	if err != nil {
