@@ -136,7 +136,7 @@ func (m *wasmtimeModule) Close(context.Context) error {
 }
 
 func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg engine.InstanceConfig) (engine.Instance, error) {
-	w, err := newWASI(cfg)
+	w, err := engine.NewWASI(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -148,7 +148,7 @@ func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg engine.InstanceCon
 	if cfg.Memory != nil {
 		limit, image, release, err := memorySource(cfg.Memory, m.memMax)
 		if err != nil {
-			w.close()
+			w.Close()
 			inst.store.Close()
 			return nil, err
 		}
@@ -159,7 +159,7 @@ func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg engine.InstanceCon
 	}
 	instance, err := m.e.linker.Instantiate(inst.store, m.mod)
 	if err != nil {
-		w.close()
+		w.Close()
 		inst.store.Close()
 		return nil, fmt.Errorf("engine: instantiate: %w", err)
 	}
@@ -232,7 +232,7 @@ type wasmtimeInstance struct {
 	instance *wasmtime.Instance
 	mem      *wasmtime.Memory
 	host     engine.Host
-	wasi     *wasiState
+	wasi     *engine.WASI
 	limit    uint64
 	funcs    map[string]*wasmtime.Func
 
@@ -398,7 +398,7 @@ func (i *wasmtimeInstance) Close(context.Context) error {
 		return nil
 	}
 	i.closed = true
-	err := i.wasi.close()
+	err := i.wasi.Close()
 	i.store.Close()
 	return err
 }
@@ -410,7 +410,7 @@ func callerInstance(c *wasmtime.Caller) *wasmtimeInstance {
 }
 
 // callerMemory is the calling instance's linear memory, valid until the host function returns.
-func (i *wasmtimeInstance) callerMemory(c *wasmtime.Caller) guestMem {
+func (i *wasmtimeInstance) callerMemory(c *wasmtime.Caller) engine.GuestMem {
 	if i.mem == nil { // during instantiation (a start function): look the memory up
 		if ex := c.GetExport("memory"); ex != nil && ex.Memory() != nil {
 			return ex.Memory().UnsafeData(c)
@@ -446,7 +446,7 @@ func defineWasmbox(l *wasmtime.Linker) error {
 		if n < 0 || n > hostfuncs.MaxRequestBytes {
 			return respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true)
 		}
-		req, ok := inst.callerMemory(c).slice(ptr, uint32(n))
+		req, ok := inst.callerMemory(c).Slice(ptr, uint32(n))
 		if !ok {
 			return respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true)
 		}
@@ -470,7 +470,7 @@ func defineWasmbox(l *wasmtime.Linker) error {
 		if inst == nil || !inst.hasResp || n < 0 || int(n) < len(inst.pending) {
 			return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
 		}
-		dst, ok := inst.callerMemory(c).slice(ptr, uint32(len(inst.pending)))
+		dst, ok := inst.callerMemory(c).Slice(ptr, uint32(len(inst.pending)))
 		if !ok {
 			return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
 		}
@@ -499,41 +499,3 @@ func defineWasmbox(l *wasmtime.Linker) error {
 	})
 }
 
-// guestMem is linear memory during one host call.
-type guestMem []byte
-
-func (m guestMem) slice(off, n uint32) ([]byte, bool) {
-	end := uint64(off) + uint64(n)
-	if end > uint64(len(m)) {
-		return nil, false
-	}
-	return m[off:end:end], true
-}
-
-func (m guestMem) u32(off uint32) (uint32, bool) {
-	b, ok := m.slice(off, 4)
-	if !ok {
-		return 0, false
-	}
-	return uint32(b[0]) | uint32(b[1])<<8 | uint32(b[2])<<16 | uint32(b[3])<<24, true
-}
-
-func (m guestMem) putU32(off, v uint32) bool {
-	b, ok := m.slice(off, 4)
-	if !ok {
-		return false
-	}
-	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
-	return true
-}
-
-func (m guestMem) putU64(off uint32, v uint64) bool {
-	b, ok := m.slice(off, 8)
-	if !ok {
-		return false
-	}
-	for k := range 8 {
-		b[k] = byte(v >> (8 * k))
-	}
-	return true
-}

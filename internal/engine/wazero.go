@@ -9,11 +9,9 @@ import (
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/experimental"
-	"github.com/tetratelabs/wazero/experimental/sysfs"
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
-	"github.com/wasmbox/wasmbox/internal/vfs"
 )
 
 // killExitCode marks an ExitError raised by our own hard kill (never by the guest: proc_exit codes are < 256).
@@ -30,7 +28,7 @@ type wazeroEngine struct {
 	cache wazero.CompilationCache
 }
 
-// NewWazero creates a wazero runtime with WASI preview 1 and the wasmbox host module. Memory limits are enforced
+// NewWazero creates a wazero runtime with WASI preview 1 (this package's) and the wasmbox host module. Memory limits are enforced
 // per instance by the MemoryAllocator, so one runtime serves sandboxes with different limits.
 func NewWazero(ctx context.Context, cfg WazeroConfig) (Engine, error) {
 	rc := wazero.NewRuntimeConfigCompiler()
@@ -44,8 +42,8 @@ func NewWazero(ctx context.Context, cfg WazeroConfig) (Engine, error) {
 		rc = rc.WithCompilationCache(c)
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	// wazero's WASI with the quota errnos of internal/vfs (ENOSPC/EDQUOT/EMFILE instead of EIO).
-	if _, err := vfs.InstantiateWASI(ctx, rt); err != nil {
+	// Our own WASI (wasi.go), not wazero's: its state is the instance's *WASI, not wazero's.
+	if err := defineWazeroWASI(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("engine: WASI: %w", err)
 	}
@@ -96,41 +94,15 @@ func (m *wazeroModule) ExportedFunctions() []string {
 func (m *wazeroModule) Close(ctx context.Context) error { return m.cm.Close(ctx) }
 
 func (m *wazeroModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Instance, error) {
-	fsc := wazero.NewFSConfig()
-	mounts, quotaFS, err := GuestMounts(cfg.Mounts)
+	w, err := NewWASI(cfg)
 	if err != nil {
 		return nil, err
 	}
-	for k, fsys := range mounts {
-		fsc = fsc.(sysfs.FSConfig).WithSysFSMount(fsys, cfg.Mounts[k].GuestPath)
-	}
 	mc := wazero.NewModuleConfig().
 		WithName(""). // anonymous: many instances of one module may live in one runtime
-		WithStartFunctions().
-		WithFSConfig(fsc)
-	if cfg.Stdin != nil {
-		mc = mc.WithStdin(cfg.Stdin)
-	}
-	if cfg.Stdout != nil {
-		mc = mc.WithStdout(cfg.Stdout)
-	}
-	if cfg.Stderr != nil {
-		mc = mc.WithStderr(cfg.Stderr)
-	}
-	if cfg.Walltime != nil {
-		mc = mc.WithWalltime(cfg.Walltime, 1)
-	}
-	if cfg.Nanotime != nil {
-		mc = mc.WithNanotime(cfg.Nanotime, 1)
-	}
-	if cfg.Nanosleep != nil {
-		mc = mc.WithNanosleep(cfg.Nanosleep)
-	}
-	if cfg.Rand != nil {
-		mc = mc.WithRandSource(cfg.Rand)
-	}
-	inst := &wazeroInstance{host: cfg.Host, quotaFS: quotaFS}
-	ictx := vfs.NewContext(ctx, quotaFS...)
+		WithStartFunctions()
+	inst := &wazeroInstance{host: cfg.Host, wasi: w}
+	ictx := ctx
 	if cfg.Memory != nil {
 		ictx = experimental.WithMemoryAllocator(ctx, experimental.MemoryAllocatorFunc(func(_, max uint64) experimental.LinearMemory {
 			inst.mem = cfg.Memory.Allocate(max)
@@ -140,6 +112,7 @@ func (m *wazeroModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Ins
 	ictx = context.WithValue(ictx, instanceKey{}, inst)
 	mod, err := m.rt.InstantiateModule(ictx, m.cm, mc)
 	if err != nil {
+		_ = w.Close()
 		if inst.mem != nil {
 			inst.mem.Free()
 		}
@@ -156,9 +129,10 @@ type wazeroInstance struct {
 	mod  api.Module
 	host Host
 	mem  LinearMemory
-	// quotaFS are the instance's writable file systems and its descriptor limit, carried in every call's context
-	// so WASI reports their limits as ENOSPC/EDQUOT/EMFILE.
-	quotaFS []vfs.QuotaSource
+	wasi *WASI
+	// failed is set by the first Call that did not return normally (a trap, proc_exit, a kill): the guest's state
+	// is then whatever it was when it stopped, so the instance takes no further calls.
+	failed bool
 
 	mu      sync.Mutex // guards pending against a buggy re-entrant guest; calls are otherwise sequential
 	pending []byte
@@ -167,12 +141,19 @@ type wazeroInstance struct {
 }
 
 func (i *wazeroInstance) Call(ctx context.Context, name string, params ...uint64) ([]uint64, error) {
+	if i.mod == nil {
+		return nil, errors.New("engine: instance closed")
+	}
+	if i.failed {
+		return nil, errors.New("engine: instance unusable after a failed call")
+	}
 	fn := i.mod.ExportedFunction(name)
 	if fn == nil {
 		return nil, fmt.Errorf("engine: no exported function %q", name)
 	}
-	res, err := fn.Call(vfs.NewContext(context.WithValue(ctx, instanceKey{}, i), i.quotaFS...), params...)
+	res, err := fn.Call(context.WithValue(ctx, instanceKey{}, i), params...)
 	if err != nil {
+		i.failed = true
 		var ee *sys.ExitError
 		if errors.As(err, &ee) {
 			if i.killed && ee.ExitCode() == killExitCode {
@@ -223,12 +204,12 @@ func PeakMemory(inst Instance) uint64 {
 	return uint64(inst.MemorySize())
 }
 
-// Close closes the module; the runtime frees its memory (LinearMemory.Free).
+// Close closes the module (the runtime frees its memory: LinearMemory.Free) and the files the guest left open.
 func (i *wazeroInstance) Close(ctx context.Context) error {
 	if i.mod == nil {
 		return nil
 	}
-	err := i.mod.Close(ctx)
+	err := errors.Join(i.mod.Close(ctx), i.wasi.Close())
 	i.mod = nil
 	return err
 }
@@ -312,4 +293,40 @@ func hostTick(ctx context.Context, mod api.Module, stack []uint64) {
 		panic(sys.NewExitError(killExitCode))
 	}
 	stack[0] = api.EncodeI32(next)
+}
+
+// wasiENosysErrno is wasip1's ENOSYS, for a WASI call with no instance behind it.
+const wasiENosysErrno = 52
+
+// defineWazeroWASI instantiates this package's wasi_snapshot_preview1 in rt. Each function finds its instance's
+// *WASI through the call's context, like the wasmbox host module.
+func defineWazeroWASI(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder(WASIModule)
+	for _, d := range WASIFunctions() {
+		params := make([]api.ValueType, len(d.Params))
+		for k, c := range d.Params {
+			params[k] = api.ValueTypeI32
+			if c == 'I' {
+				params[k] = api.ValueTypeI64
+			}
+		}
+		call, n := d.Call, len(d.Params)
+		b = b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, mod api.Module, stack []uint64) {
+			inst := instanceFrom(ctx)
+			if inst == nil || inst.wasi == nil {
+				stack[0] = wasiENosysErrno
+				return
+			}
+			mem := mod.Memory()
+			buf, _ := mem.Read(0, mem.Size())
+			stack[0] = uint64(call(inst.wasi, buf, stack[:n]))
+		}), params, []api.ValueType{api.ValueTypeI32}).Export(d.Name)
+	}
+	// proc_exit unwinds the guest to Instance.Call, which reports an ExitError; the instance then takes no more
+	// calls (failed).
+	b = b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(func(_ context.Context, _ api.Module, stack []uint64) {
+		panic(sys.NewExitError(uint32(stack[0])))
+	}), []api.ValueType{api.ValueTypeI32}, nil).Export(WASIProcExit)
+	_, err := b.Instantiate(ctx)
+	return err
 }
