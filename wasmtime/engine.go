@@ -498,4 +498,3 @@ func defineWasmbox(l *wasmtime.Linker) error {
 		return []wasmtime.Val{wasmtime.ValI32(next)}, nil
 	})
 }
-
