@@ -128,7 +128,8 @@ func parseModuleID(b []byte) (*[sha256.Size]byte, bool) {
 // an earlier process saved next to the compilation cache (it depends only on the interpreter and the stack
 // pointer).
 func (it *interp) snapshotWasm(sp uint64) (*snapModuleBytes, error) {
-	name := fmt.Sprintf("module-%s-%d.wasm", it.codeID, sp)
+	// "r": the rewrite adds wasmbin.ResetSection; files saved before it lack the section, so they are not used.
+	name := fmt.Sprintf("module-r-%s-%d.wasm", it.codeID, sp)
 	if it.precompiled != nil {
 		m, err := it.precompiled.mapFile("snapshots/" + name)
 		if err == nil {

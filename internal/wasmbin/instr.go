@@ -18,6 +18,12 @@ const (
 	OpDataDrop   Opcode = 0xfc09
 	OpMemoryCopy Opcode = 0xfc0a
 	OpMemoryFill Opcode = 0xfc0b
+	OpTableSet   Opcode = 0x26
+	OpTableInit  Opcode = 0xfc0c
+	OpElemDrop   Opcode = 0xfc0d
+	OpTableCopy  Opcode = 0xfc0e
+	OpTableGrow  Opcode = 0xfc0f
+	OpTableFill  Opcode = 0xfc11
 )
 
 // Instr is one decoded instruction.

@@ -451,12 +451,12 @@ func TestRewriteForSnapshot(t *testing.T) {
 	if l := m.memories[0]; l != (Limits{Min: 3, Max: 10, HasMax: true}) {
 		t.Errorf("limits %+v", l)
 	}
-	// no change requested: only the data sections go
+	// no change requested: only the data sections go, and the reset section (TestResetSection) comes
 	out, err = RewriteForSnapshot(in, nil, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(mustDecode(t, out).Sections) != len(mi.Sections)-2 {
+	if len(mustDecode(t, out).Sections) != len(mi.Sections)-2+1 {
 		t.Error("sections")
 	}
 
@@ -646,4 +646,68 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestResetSection: the rewrite records the mutable globals of a module whose instances can be reset, and
+// records nothing when one of its conditions fails.
+func TestResetSection(t *testing.T) {
+	out, err := RewriteForSnapshot(snapModule(), nil, 0, []string{"_initialize"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, ok := ResetGlobals(out)
+	if want := []string{StackPointer, "g64", "gf", "neg"}; !ok || strings.Join(names, ",") != strings.Join(want, ",") {
+		t.Errorf("ResetGlobals = %q, %v; want %q", names, ok, want)
+	}
+	if _, ok := ResetGlobals(snapModule()); ok {
+		t.Error("a module never rewritten has the section")
+	}
+	if m := mustDecode(t, out); m.Sections[len(m.Sections)-1].Name != ResetSection {
+		t.Error("the section is not the last one")
+	}
+
+	memory := sec(secMemory, vecOf([]byte{0, 1}))
+	cases := map[string][]byte{
+		"a mutable global that is not exported": module(sec(secType, vecOf(tVoid)), memory,
+			sec(secGlobal, vecOf(globalI32(true, 1), globalI32(true, 2))),
+			sec(secExport, vecOf(export("g0", KindGlobal, 0)))),
+		"a mutable global exported only under a dropped name": module(sec(secType, vecOf(tVoid)), memory,
+			sec(secGlobal, vecOf(globalI32(true, 1))),
+			sec(secExport, vecOf(export("drop_me", KindGlobal, 0)))),
+		"table.set": module(sec(secType, vecOf(tVoid)), sec(secFunction, vecOf(u(0))),
+			sec(secTable, vecOf([]byte{0x70, 0, 1})), memory,
+			sec(secCode, vecOf(body(noLocals, 0x41, 0x00, 0xd0, 0x70, 0x26, 0x00, 0x0b)))),
+		"table.grow": module(sec(secType, vecOf(tVoid)), sec(secFunction, vecOf(u(0))),
+			sec(secTable, vecOf([]byte{0x70, 0, 1})), memory,
+			sec(secCode, vecOf(body(noLocals, 0xd0, 0x70, 0x41, 0x01, 0xfc, 0x0f, 0x00, 0x1a, 0x0b)))),
+		"an imported table": module(sec(secType, vecOf(tVoid)),
+			sec(secImport, vecOf(cat(str("env"), str("table"), []byte{byte(KindTable), 0x70, 0, 1}))), memory),
+		"an imported memory": module(sec(secType, vecOf(tVoid)),
+			sec(secImport, vecOf(cat(str("env"), str("memory"), []byte{byte(KindMemory), 0, 1})))),
+		"an imported mutable global": module(sec(secType, vecOf(tVoid)),
+			sec(secImport, vecOf(cat(str("env"), str("g"), []byte{byte(KindGlobal), byte(I32), 1}))), memory),
+		"no memory": module(sec(secType, vecOf(tVoid))),
+	}
+	for name, in := range cases {
+		mustDecode(t, in)
+		out, err := RewriteForSnapshot(in, nil, 0, map[bool][]string{true: {"drop_me"}}[strings.Contains(name, "dropped")])
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if names, ok := ResetGlobals(out); ok {
+			t.Errorf("%s: section written (%q)", name, names)
+		}
+	}
+	// A well-formed module whose section is cut short or padded is not trusted.
+	bad := module(memory, custom(ResetSection, u(2), str("a")))
+	if _, ok := ResetGlobals(bad); ok {
+		t.Error("a short section was accepted")
+	}
+	bad = module(memory, custom(ResetSection, u(1), str("a"), []byte{0}))
+	if _, ok := ResetGlobals(bad); ok {
+		t.Error("a section with trailing bytes was accepted")
+	}
+	if _, ok := ResetGlobals([]byte("\x00asm\x01\x00\x00\x00\x00\x7f")); ok {
+		t.Error("a truncated module was accepted")
+	}
 }
