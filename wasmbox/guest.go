@@ -38,8 +38,12 @@ type guest struct {
 	// installed asks the next exec to clear the import caches (packages were installed since the last one).
 	installed bool
 	// memRefused records that the memory allocator refused to grow the guest's memory (reset per exec); only
-	// engines that grow memory through the allocator (wazero) report it.
-	memRefused atomic.Bool
+	// engines that grow memory through the allocator (wazero) report it. It belongs to the instance's memory, so
+	// a reused instance brings its own.
+	memRefused *atomic.Bool
+	// recycle: the guest serves one Run, and its instance may serve the next one once it is recycled
+	// (Sandbox.putSpare); never for a Session's guest.
+	recycle bool
 	// life guards the instance's end while an abandoned exec may still run (execOn): execAbandoned is set while
 	// it does, closeWanted once the owner asked to close the instance meanwhile.
 	life          sync.Mutex
@@ -338,6 +342,15 @@ type watchedMemory struct {
 	refused *atomic.Bool
 }
 
+// ResetToImage forwards to the memory's own (engine.ImageMemory), so a watched memory can be recycled too.
+func (m *watchedMemory) ResetToImage() error {
+	im, ok := m.LinearMemory.(engine.ImageMemory)
+	if !ok {
+		return errors.New("wasmbox: memory has no image to go back to")
+	}
+	return im.ResetToImage()
+}
+
 func (m *watchedMemory) Reallocate(size uint64) []byte {
 	b := m.LinearMemory.Reallocate(size)
 	if b == nil {
@@ -352,7 +365,7 @@ func (g *guest) watch(mem engine.MemoryAllocator) engine.MemoryAllocator {
 	if e := g.sb.it.engine; e != "" && e != "wazero" {
 		return mem
 	}
-	return watchedAllocator{inner: mem, refused: &g.memRefused}
+	return watchedAllocator{inner: mem, refused: g.memRefused}
 }
 
 // memoryExhausted reports whether the host saw this exec reach the memory limit: the allocator refused to grow
@@ -361,10 +374,11 @@ func (g *guest) memoryExhausted(peak uint64) bool {
 	return g.memRefused.Load() || peak+(1<<20) >= uint64(g.sb.cfg.MemoryLimit)
 }
 
-// instantiate creates an instance of mod with a fresh /tmp and the given workspace, in the fixed mount layout.
-func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, packages *vfs.FS, mod engine.Module, mem engine.MemoryAllocator) (*guest, error) {
+// newGuestState is a guest for ws with a fresh /tmp and the instance configuration of the fixed mount layout;
+// its instance is still to be made (or reused).
+func (s *Sandbox) newGuestState(ws *Workspace, packages *vfs.FS) (*guest, engine.InstanceConfig) {
 	cfg := s.cfg
-	g := &guest{sb: s, ws: ws}
+	g := &guest{sb: s, ws: ws, memRefused: new(atomic.Bool)}
 	g.host.g = g
 	now := s.clock()
 	g.tmp = vfs.New(vfs.Limits{MaxBytes: cfg.WorkspaceBytes, MaxFiles: cfg.WorkspaceFiles}, vfs.WithClock(now.time))
@@ -385,9 +399,15 @@ func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, packages *vfs.
 		Nanotime:  now.nanotime,
 		Nanosleep: g.nanosleep,
 		Rand:      s.randSource(),
-		Memory:    g.watch(mem),
 		Host:      &g.host,
 	}
+	return g, ic
+}
+
+// instantiate creates an instance of mod with a fresh /tmp and the given workspace, in the fixed mount layout.
+func (s *Sandbox) instantiate(ctx context.Context, ws *Workspace, packages *vfs.FS, mod engine.Module, mem engine.MemoryAllocator) (*guest, error) {
+	g, ic := s.newGuestState(ws, packages)
+	ic.Memory = g.watch(mem)
 	inst, err := mod.Instantiate(ctx, ic)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -407,6 +427,26 @@ func (s *Sandbox) newGuest(ctx context.Context, ws *Workspace) (*guest, error) {
 
 func (s *Sandbox) newGuestWith(ctx context.Context, ws *Workspace, packages *vfs.FS) (*guest, error) {
 	return s.instantiate(ctx, ws, packages, s.snap.mod, s.snap.image.Allocator(uint64(s.cfg.MemoryLimit)))
+}
+
+// newRunGuest is newGuest for one Run: it reuses a recycled instance when the Sandbox keeps one, and marks the
+// guest so that its instance is recycled after the Run.
+func (s *Sandbox) newRunGuest(ctx context.Context, ws *Workspace) (*guest, error) {
+	if sp, ok := s.takeSpare(); ok {
+		g, ic := s.newGuestState(ws, s.packages)
+		if err := sp.inst.(engine.Recycler).Reuse(ic); err == nil {
+			sp.refused.Store(false)
+			g.inst, g.memRefused, g.recycle = sp.inst, sp.refused, true
+			return g, nil
+		}
+		_ = sp.inst.Close(context.WithoutCancel(ctx))
+	}
+	g, err := s.newGuest(ctx, ws)
+	if err != nil {
+		return nil, err
+	}
+	g.recycle = true
+	return g, nil
 }
 
 // initGuest instantiates the original interpreter and initialises it (init + prepare): the state a snapshot
@@ -541,6 +581,10 @@ func (g *guest) close(ctx context.Context) {
 }
 
 func (g *guest) closeInstance(ctx context.Context) {
+	if g.inst != nil && g.recycle && g.broken == nil && g.sb.putSpare(g.inst, g.memRefused) {
+		g.inst = nil
+		return
+	}
 	if g.inst != nil {
 		_ = g.inst.Close(context.WithoutCancel(ctx))
 		g.inst = nil

@@ -79,6 +79,7 @@ type Sandbox struct {
 	// that worker's goroutine (guest.execOn).
 	toolsOnExec bool
 	execWorkers handoff.Pool
+	spares      spares
 }
 
 // Program is one Run's input.
@@ -175,7 +176,7 @@ func (s *Sandbox) runProgram(ctx context.Context, p Program) (*Result, error) {
 		ws = newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, s.clock().time)
 	}
 	// Config.Timeout bounds the program (exec); starting the interpreter is bounded by ctx alone.
-	g, err := s.newGuest(ctx, ws)
+	g, err := s.newRunGuest(ctx, ws)
 	if err != nil {
 		return nil, err
 	}
@@ -207,6 +208,7 @@ func (s *Sandbox) Close(ctx context.Context) error {
 	case <-done:
 		if s.closeOnce.CompareAndSwap(false, true) {
 			s.execWorkers.Close()
+			s.closeSpares(ctx)
 			err := s.snap.image.Close() // live Sessions keep their own mappings
 			return errors.Join(err, closeAll(ctx, s.cfg.Closers))
 		}

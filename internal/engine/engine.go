@@ -3,7 +3,9 @@
 // Nothing outside internal/ sees these types. The default engine is wazero (pure Go); another engine only has to
 // provide Engine, Module and Instance with the same semantics:
 //
-//   - Compile once per process, instantiate per run; an Instance is never reused after a trap or a kill.
+//   - Compile once per process, instantiate per run or recycle: an Instance that is also a Recycler may serve
+//     another run once Recycle has put it back to the state instantiation made; an Instance whose call did not
+//     return normally (a trap, proc_exit, a kill) takes no further calls and is never recycled.
 //   - The host ABI (hostfuncs.ImportModule) is served by a per-instance Host; the engine only moves bytes.
 //   - Every host function runs on the goroutine that called Instance.Call, so nothing writes guest state from
 //     another goroutine (Go cannot preempt compiled guest code, so such a write can hang the process under GC).
@@ -91,6 +93,27 @@ type Instance interface {
 	// MemoryBytes exposes linear memory (valid until the next guest call); for snapshots only.
 	MemoryBytes() []byte
 	Close(ctx context.Context) error
+}
+
+// A Recycler is an Instance that can serve another run instead of being closed. Between Recycle and Reuse it
+// is idle and takes no calls.
+type Recycler interface {
+	// Recycle ends the current run and returns the instance to the state it had when it was instantiated: it
+	// closes the files the guest left open and forgets the run's Host and WASI state, resets linear memory in
+	// place to the image it was allocated from, and sets every mutable global back to its initial value. It
+	// fails, and the instance must then be closed, when that cannot be done or is not known to be complete: a
+	// call that did not return normally, memory that grew, memory with no image, or a module that does not
+	// carry the proof that memory and globals are all that can change (wasmbin.ResetSection).
+	Recycle() error
+	// Reuse gives a recycled instance the outside world of a new run. cfg.Memory is not used: the instance
+	// keeps its memory.
+	Reuse(cfg InstanceConfig) error
+}
+
+// An ImageMemory is a LinearMemory that can go back to the image it was allocated from, in place (the buffer
+// does not move). ResetToImage fails if the memory grew past the image.
+type ImageMemory interface {
+	ResetToImage() error
 }
 
 // ErrKilled is returned by Instance.Call when the Host asked for a hard kill from Tick.

@@ -1,5 +1,10 @@
 package engine
 
+import (
+	"errors"
+	"fmt"
+)
+
 // MemoryAllocator supplies the linear memory of one instance. Limit is the most memory the guest may ever have;
 // growing past it fails (memory.grow returns -1, so CPython raises MemoryError).
 type MemoryAllocator interface {
@@ -35,6 +40,21 @@ type sliceMemory struct {
 	buf  []byte
 	max  uint64
 	peak uint64
+	// image is what the memory started as (a copyImage's), for ResetToImage; nil for a plain memory.
+	image []byte
+}
+
+// ResetToImage implements ImageMemory by copying the image back.
+func (m *sliceMemory) ResetToImage() error {
+	switch {
+	case m.image == nil:
+		return errors.New("engine: memory has no image to go back to")
+	case len(m.buf) != len(m.image):
+		return fmt.Errorf("engine: memory grew from %d to %d bytes", len(m.image), len(m.buf))
+	}
+	copy(m.buf, m.image)
+	m.peak = uint64(len(m.buf))
+	return nil
 }
 
 func (m *sliceMemory) Reallocate(size uint64) []byte {
@@ -90,7 +110,7 @@ func (c *copyImage) Allocator(limit uint64) MemoryAllocator {
 		if max == 0 || max > limit {
 			max = limit
 		}
-		m := &sliceMemory{max: max, buf: append(make([]byte, 0, len(c.mem)), c.mem...)}
+		m := &sliceMemory{max: max, buf: append(make([]byte, 0, len(c.mem)), c.mem...), image: c.mem}
 		m.peak = uint64(len(m.buf))
 		return m
 	})

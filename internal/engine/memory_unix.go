@@ -3,6 +3,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -32,6 +33,8 @@ type mmapMemory struct {
 	// release, if set, may take the memory back for reuse (a pooled image memory).
 	release func(*mmapMemory) bool
 	freed   bool // Free is idempotent: the engine and its runtime may both call it
+	// image is where the memory started from (nil for a plain memory): ResetToImage goes back to it.
+	image *cowImage
 }
 
 func newLinearMemory(max uint64) LinearMemory {
@@ -88,6 +91,16 @@ func (m *mmapMemory) unmap() {
 }
 
 func (m *mmapMemory) Peak() uint64 { return m.peak }
+
+// ResetToImage implements ImageMemory: the pages that became private are copied back from the image (or the
+// image is mapped again over the memory), as when a freed memory is pooled, but the memory stays with its
+// instance.
+func (m *mmapMemory) ResetToImage() error {
+	if m.image == nil || m.region == nil || m.freed {
+		return errors.New("engine: memory has no image to go back to")
+	}
+	return m.image.resetInPlace(m)
+}
 
 // cowImage is a memory image in a file (memfd or unlinked temporary file). Memories freed by their instance go back to a pool after their
 // private pages are restored from the image, so the next instance starts with no page faults to take.
@@ -213,6 +226,7 @@ func (c *cowImage) Allocator(limit uint64) MemoryAllocator {
 		}
 		m.size = c.size
 		m.release = c.put
+		m.image = c
 		return m
 	})
 }
@@ -247,6 +261,26 @@ func (c *cowImage) put(m *mmapMemory) bool {
 	}
 	c.pool[uint64(len(m.region))] = append(c.pool[uint64(len(m.region))], m)
 	return true
+}
+
+// resetInPlace resets m to the image for its instance's next run.
+func (c *cowImage) resetInPlace(m *mmapMemory) error {
+	c.inUse.RLock()
+	defer c.inUse.RUnlock()
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return errors.New("engine: memory image closed")
+	case m.size != c.size:
+		return fmt.Errorf("engine: memory grew from %d to %d bytes", c.size, m.size)
+	}
+	if err := c.reset(m); err != nil {
+		return err
+	}
+	m.peak = m.size
+	return nil
 }
 
 // reset restores every page of m that became private (written, hence copied) from the image, and drops what

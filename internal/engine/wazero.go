@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/sys"
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/wasmbin"
 )
 
 // killExitCode marks an ExitError raised by our own hard kill (never by the guest: proc_exit codes are < 256).
@@ -67,7 +68,8 @@ func (e *wazeroEngine) Compile(ctx context.Context, wasm []byte) (Module, error)
 	if err != nil {
 		return nil, fmt.Errorf("engine: compile: %w", err)
 	}
-	return &wazeroModule{rt: e.rt, cm: cm}, nil
+	names, ok := wasmbin.ResetGlobals(wasm)
+	return &wazeroModule{rt: e.rt, cm: cm, resettable: ok, resetGlobals: names}, nil
 }
 
 func (e *wazeroEngine) Close(ctx context.Context) error {
@@ -81,6 +83,9 @@ func (e *wazeroEngine) Close(ctx context.Context) error {
 type wazeroModule struct {
 	rt wazero.Runtime
 	cm wazero.CompiledModule
+	// resettable: the module carries wasmbin.ResetSection, whose names are resetGlobals.
+	resettable   bool
+	resetGlobals []string
 }
 
 func (m *wazeroModule) ExportedFunctions() []string {
@@ -119,7 +124,24 @@ func (m *wazeroModule) Instantiate(ctx context.Context, cfg InstanceConfig) (Ins
 		return nil, fmt.Errorf("engine: instantiate: %w", err)
 	}
 	inst.mod = mod
+	if m.resettable {
+		inst.globals = make([]globalReset, 0, len(m.resetGlobals))
+		for _, name := range m.resetGlobals {
+			g, ok := mod.ExportedGlobal(name).(api.MutableGlobal)
+			if !ok {
+				inst.globals = nil // not what the section promised: never recycle
+				break
+			}
+			inst.globals = append(inst.globals, globalReset{g: g, initial: g.Get()})
+		}
+	}
 	return inst, nil
+}
+
+// globalReset is a mutable global and the value it had when its instance was instantiated.
+type globalReset struct {
+	g       api.MutableGlobal
+	initial uint64
 }
 
 // instanceKey carries the *wazeroInstance to the host functions (they are shared by every instance).
@@ -133,6 +155,11 @@ type wazeroInstance struct {
 	// failed is set by the first Call that did not return normally (a trap, proc_exit, a kill): the guest's state
 	// is then whatever it was when it stopped, so the instance takes no further calls.
 	failed bool
+	// globals are the instance's mutable globals with their initial values; nil if the module cannot be reset
+	// (then the instance is never recycled).
+	globals []globalReset
+	// funcs caches the exported functions called so far (calls are sequential: never two at once).
+	funcs map[string]api.Function
 
 	mu      sync.Mutex // guards pending against a buggy re-entrant guest; calls are otherwise sequential
 	pending []byte
@@ -147,9 +174,18 @@ func (i *wazeroInstance) Call(ctx context.Context, name string, params ...uint64
 	if i.failed {
 		return nil, errors.New("engine: instance unusable after a failed call")
 	}
-	fn := i.mod.ExportedFunction(name)
+	if i.wasi == nil {
+		return nil, errors.New("engine: instance recycled and not reused")
+	}
+	fn := i.funcs[name]
 	if fn == nil {
-		return nil, fmt.Errorf("engine: no exported function %q", name)
+		if fn = i.mod.ExportedFunction(name); fn == nil {
+			return nil, fmt.Errorf("engine: no exported function %q", name)
+		}
+		if i.funcs == nil {
+			i.funcs = map[string]api.Function{}
+		}
+		i.funcs[name] = fn // each keeps its call stack, grown once rather than per call
 	}
 	res, err := fn.Call(context.WithValue(ctx, instanceKey{}, i), params...)
 	if err != nil {
@@ -209,9 +245,61 @@ func (i *wazeroInstance) Close(ctx context.Context) error {
 	if i.mod == nil {
 		return nil
 	}
-	err := errors.Join(i.mod.Close(ctx), i.wasi.Close())
-	i.mod = nil
+	err := i.mod.Close(ctx)
+	if i.wasi != nil {
+		err = errors.Join(err, i.wasi.Close())
+	}
+	i.mod, i.wasi = nil, nil
 	return err
+}
+
+// Recycle implements Recycler.
+func (i *wazeroInstance) Recycle() error {
+	switch {
+	case i.mod == nil:
+		return errors.New("engine: recycle: instance closed")
+	case i.wasi == nil:
+		return errors.New("engine: recycle: instance already recycled")
+	case i.failed:
+		return errors.New("engine: recycle: a call did not return normally")
+	case i.globals == nil:
+		return errors.New("engine: recycle: the module does not say how to reset its instances")
+	}
+	mem, ok := i.mem.(ImageMemory)
+	if !ok {
+		return errors.New("engine: recycle: the instance's memory has no image to go back to")
+	}
+	err := i.wasi.Close()
+	i.wasi, i.host = nil, nil
+	i.mu.Lock()
+	i.pending, i.hasResp = nil, false
+	i.mu.Unlock()
+	i.killed = false
+	if err != nil {
+		i.failed = true
+		return fmt.Errorf("engine: recycle: closing the run's files: %w", err)
+	}
+	if err := mem.ResetToImage(); err != nil {
+		i.failed = true
+		return fmt.Errorf("engine: recycle: %w", err)
+	}
+	for _, gr := range i.globals {
+		gr.g.Set(gr.initial)
+	}
+	return nil
+}
+
+// Reuse implements Recycler.
+func (i *wazeroInstance) Reuse(cfg InstanceConfig) error {
+	if i.mod == nil || i.failed || i.wasi != nil {
+		return errors.New("engine: reuse: the instance is not recycled")
+	}
+	w, err := NewWASI(cfg)
+	if err != nil {
+		return err
+	}
+	i.wasi, i.host = w, cfg.Host
+	return nil
 }
 
 func instanceFrom(ctx context.Context) *wazeroInstance {
