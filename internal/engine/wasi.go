@@ -253,7 +253,7 @@ func NewWASI(cfg InstanceConfig) (*WASI, error) {
 		{f: &stdoutFile{w: cfg.Stdout}},
 		{f: &stdoutFile{w: cfg.Stderr}},
 	}
-	mounts, _, err := GuestMounts(cfg.Mounts)
+	mounts, err := GuestMounts(cfg.Mounts)
 	if err != nil {
 		return nil, err
 	}

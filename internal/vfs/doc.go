@@ -61,12 +61,12 @@
 //
 // # Errno choices
 //
-// wazero v1.12.0's sys.Errno has no ENOSPC, EDQUOT or EMFILE and its WASI
-// layer maps unknown values to EIO. The FS returns this package's ENOSPC,
-// EDQUOT and EMFILE values; host code sees them as such, and the guest sees
-// them as the real wasip1 errnos only when WASI is instantiated with
-// InstantiateWASI (or ExportWASI) and the guest runs under a context from
-// NewContext. Otherwise the guest sees EIO.
+// wazero v1.12.0's sys.Errno has no ENOSPC, EDQUOT or EMFILE, so the FS
+// returns this package's ENOSPC, EDQUOT and EMFILE values for its limit
+// failures (as do OpenLimit and the ReadOnly and Limited wrappers for
+// EMFILE). Host code sees them as such; the WASI layer serving the guest
+// (internal/engine) maps them to wasip1 ENOSPC (51), EDQUOT (19) and
+// EMFILE (33).
 //
 // Other choices follow Linux: Unlink of a directory is EISDIR; Rmdir of a
 // file is ENOTDIR, of a non-empty directory ENOTEMPTY, of the root EINVAL;
@@ -77,19 +77,21 @@
 //
 // # Mounting
 //
-//	ws := vfs.New(vfs.Limits{})
-//	ctx = vfs.NewContext(ctx, ws) // so the guest sees ENOSPC/EDQUOT/EMFILE, not EIO
-//	// instead of wasi_snapshot_preview1.Instantiate(ctx, r):
-//	if _, err := vfs.InstantiateWASI(ctx, r); err != nil {
-//		return err
-//	}
-//	fsCfg := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(ws, "/workspace")
-//	cfg := wazero.NewModuleConfig().WithFSConfig(fsCfg)
-//	mod, err := r.InstantiateModule(ctx, compiled, cfg)
+// The guest never sees wazero's own WASI: both engines serve
+// wasi_snapshot_preview1 with internal/engine's implementation (NewWASI),
+// whose preopens are the file systems engine.GuestMounts builds from the
+// instance's mounts. The workspace is a writable mount:
 //
-// (sysfs is github.com/tetratelabs/wazero/experimental/sysfs.) Further
-// mounts, such as the read-only stdlib, are added with more WithSysFSMount
-// or WithFSMount calls on the same FSConfig.
+//	ws := vfs.New(vfs.Limits{})
+//	cfg := engine.InstanceConfig{Mounts: []engine.Mount{{GuestPath: "/workspace", SysFS: ws}}}
+//	inst, err := mod.Instantiate(ctx, cfg)
+//
+// GuestMounts puts every read-only mount (an fs.FS, or an FS mounted with
+// ReadOnly, such as a frozen package layer) behind ReadOnly and every
+// writable one behind Limited, all sharing one OpenLimit, so the handle
+// limit covers all the mounts of one instance together. Limit failures reach
+// the guest as wasip1 ENOSPC, EDQUOT and EMFILE (see Errno choices), which
+// CPython raises as OSError with errno.ENOSPC, errno.EDQUOT and errno.EMFILE.
 //
 // # Host side
 //

@@ -9,13 +9,11 @@ import (
 
 // Quota errnos.
 //
-// wazero v1.12.0's sys.Errno has no ENOSPC, EDQUOT or EMFILE, and its WASI layer
-// turns any Errno it does not know into wasip1 EIO. The workspace still
+// wazero v1.12.0's sys.Errno has no ENOSPC, EDQUOT or EMFILE. The workspace
 // reports limit failures with these distinct values so that host code can
-// tell them apart (errors.Is(err, vfs.ENOSPC)), and the WASI functions
-// exported by [ExportWASI] rewrite the guest-visible result from EIO back to
-// wasip1 ENOSPC (51), EDQUOT (19) or EMFILE (33) for calls that ran against an FS carried
-// by the context ([NewContext]). Without that wrapper the guest sees EIO.
+// tell them apart (errors.Is(err, vfs.ENOSPC)), and the WASI layer serving the
+// guest (internal/engine) maps them to wasip1 ENOSPC (51), EDQUOT (19) and
+// EMFILE (33).
 //
 // The numeric values are private to this package (high bit set so they never
 // collide with wazero's own small constants); compare with ==, never by number.

@@ -1,38 +1,24 @@
 package vfs_test
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/experimental/sys"
-	"github.com/tetratelabs/wazero/experimental/sysfs"
 
 	"github.com/wasmbox/wasmbox/internal/vfs"
 )
 
-// This example seeds a workspace, mounts it for a guest at /workspace, lets
-// "the guest" (here, direct sys.FS calls, as wazero's WASI layer makes them)
-// write to it, and reads back what changed.
+// This example seeds a workspace, lets "the guest" (here, direct sys.FS
+// calls, as the WASI layer in internal/engine makes them for a workspace
+// mounted at /workspace) write to it, and reads back what changed.
 func Example() {
-	ctx := context.Background()
 	clock := func() time.Time { return time.Unix(1700000000, 0) } // deterministic mode
 	ws := vfs.New(vfs.Limits{MaxBytes: 1 << 20, MaxFiles: 100}, vfs.WithClock(clock))
 	if err := ws.WriteFile("input/data.csv", []byte("a,b\n1,2\n"), 0o644); err != nil {
 		panic(err)
 	}
-
-	// Mounting: WASI with quota errnos, the workspace at /workspace.
-	r := wazero.NewRuntime(ctx)
-	defer r.Close(ctx)
-	ctx = vfs.NewContext(ctx, ws)
-	if _, err := vfs.InstantiateWASI(ctx, r); err != nil {
-		panic(err)
-	}
-	fsCfg := wazero.NewFSConfig().(sysfs.FSConfig).WithSysFSMount(ws, "/workspace")
-	_ = wazero.NewModuleConfig().WithFSConfig(fsCfg) // pass to r.InstantiateModule
 
 	// What the guest's open("/workspace/out.txt", "w").write(...) amounts to.
 	f, errno := ws.OpenFile("out.txt", sys.O_WRONLY|sys.O_CREAT|sys.O_TRUNC, 0o644)

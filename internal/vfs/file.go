@@ -235,7 +235,6 @@ func (h *file) Write(buf []byte) (int, sys.Errno) {
 	if errno := h.lock(); errno != 0 {
 		return 0, errno
 	}
-	h.fs.lastQuota = 0
 	if h.n.isDir() || !h.writable {
 		return 0, sys.EBADF
 	}
@@ -259,7 +258,6 @@ func (h *file) Pwrite(buf []byte, off int64) (int, sys.Errno) {
 	if errno := h.lock(); errno != 0 {
 		return 0, errno
 	}
-	h.fs.lastQuota = 0
 	switch {
 	case h.n.isDir():
 		return 0, sys.EISDIR
@@ -280,7 +278,6 @@ func (h *file) Truncate(size int64) sys.Errno {
 	if errno := h.lock(); errno != 0 {
 		return errno
 	}
-	h.fs.lastQuota = 0
 	switch {
 	case h.n.isDir():
 		return sys.EISDIR

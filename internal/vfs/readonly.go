@@ -19,7 +19,6 @@ type OpenLimit struct {
 	mu   sync.Mutex
 	max  int
 	open int
-	last sys.Errno // EMFILE after a refused open, until taken
 }
 
 // NewOpenLimit returns a bound of max handles (DefaultMaxOpenFiles if max <= 0).
@@ -41,7 +40,6 @@ func (l *OpenLimit) acquire() sys.Errno {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.open >= l.max {
-		l.last = EMFILE
 		return EMFILE
 	}
 	l.open++
@@ -52,14 +50,6 @@ func (l *OpenLimit) release() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open--
-}
-
-func (l *OpenLimit) takeQuota() sys.Errno {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	e := l.last
-	l.last = 0
-	return e
 }
 
 // openFile opens through fsys under l (nil: no bound), wrapping the handle

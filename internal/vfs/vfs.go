@@ -127,11 +127,6 @@ type FS struct {
 	frozen bool
 
 	baseline *baseNode
-
-	// lastQuota is the quota errno (ENOSPC, EDQUOT, EMFILE) of the most
-	// recent guest-facing call that failed on a limit, consumed by the
-	// ExportWASI wrappers.
-	lastQuota sys.Errno
 }
 
 var _ sys.FS = (*FS)(nil)
@@ -156,7 +151,6 @@ func (f *FS) resetLocked() {
 	f.usedFiles = 0
 	f.openHandles = 0
 	f.baseline = newBaseDir()
-	f.lastQuota = 0
 }
 
 func (f *FS) nowNanos() int64 { return f.now().UnixNano() }
@@ -370,7 +364,6 @@ func (f *FS) resolve(p string) (*node, []string, sys.Errno) {
 
 func (f *FS) chargeBytes(delta int64) sys.Errno {
 	if delta > 0 && f.usedBytes+delta > f.limits.MaxBytes {
-		f.lastQuota = ENOSPC
 		return ENOSPC
 	}
 	f.usedBytes += delta
@@ -379,7 +372,6 @@ func (f *FS) chargeBytes(delta int64) sys.Errno {
 
 func (f *FS) checkFiles(add int) sys.Errno {
 	if add > 0 && f.usedFiles+add > f.limits.MaxFiles {
-		f.lastQuota = EDQUOT
 		return EDQUOT
 	}
 	return 0
@@ -442,7 +434,6 @@ func (f *FS) writeAt(n *node, buf []byte, off int64) (int, sys.Errno) {
 	}
 	end := off + int64(len(buf))
 	if end < off { // overflow
-		f.lastQuota = ENOSPC
 		return 0, ENOSPC
 	}
 	if end > int64(len(n.data)) {
@@ -510,7 +501,6 @@ func (f *FS) statNode(n *node) wsys.Stat_t {
 func (f *FS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, sys.Errno) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.lastQuota = 0
 
 	parts, slash, errno := parsePath(path)
 	if errno != 0 {
@@ -528,7 +518,6 @@ func (f *FS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, 
 		return nil, sys.EROFS
 	}
 	if !f.frozen && f.openHandles >= f.limits.MaxOpenFiles {
-		f.lastQuota = EMFILE
 		return nil, EMFILE
 	}
 
@@ -619,7 +608,6 @@ func (f *FS) Stat(path string) (wsys.Stat_t, sys.Errno) {
 func (f *FS) Mkdir(path string, perm fs.FileMode) sys.Errno {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.lastQuota = 0
 	if f.frozen {
 		return sys.EROFS
 	}
@@ -890,15 +878,6 @@ func (f *FS) utimens(n *node, atim, mtim int64) {
 		n.mtim = mtim
 	}
 	n.ctim = f.nowNanos()
-}
-
-// takeQuota returns and clears the quota errno of the last failed call.
-func (f *FS) takeQuota() sys.Errno {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	e := f.lastQuota
-	f.lastQuota = 0
-	return e
 }
 
 // sortedNames returns the names in d, sorted.
