@@ -84,3 +84,40 @@ func kernelAtLeast(t *testing.T, major, minor int) bool {
 	}
 	return ma > major || ma == major && mi >= minor
 }
+
+// A reset copies a few written pages back, so they stay private (and the next run takes no fault on them), but
+// maps the image again once more than 1/remapFraction of it is private, so the pages a large run wrote are not
+// copied again at every later reset. Either way the memory equals the image afterwards.
+func TestResetCopiesFewRemapsMany(t *testing.T) {
+	const pages = 400
+	const size = pages * 4096
+	want, img := image(t, size)
+	c := img.(*cowImage)
+	if c.remapReset {
+		t.Skip("this image resets by remapping only")
+	}
+	m := img.Allocator(size).Allocate(size).(*mmapMemory)
+	defer m.Free()
+	for _, tc := range []struct {
+		written     int
+		keptPrivate bool
+	}{{pages / remapFraction, true}, {pages/remapFraction + 1, false}, {3, true}} {
+		buf := m.Reallocate(0)
+		for p := range tc.written {
+			buf[p*4096+9] ^= 0x3C
+		}
+		if err := c.reset(m); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(m.Reallocate(0), want) {
+			t.Fatalf("%d pages written: the memory differs from the image after the reset", tc.written)
+		}
+		got := privatePages(t, m, size)
+		switch {
+		case tc.keptPrivate && len(got) < tc.written:
+			t.Errorf("%d pages written: %d private after the reset, want them copied back and kept", tc.written, len(got))
+		case !tc.keptPrivate && len(got) != 0:
+			t.Errorf("%d pages written: %d still private after the reset, want the image mapped again", tc.written, len(got))
+		}
+	}
+}

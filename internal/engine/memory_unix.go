@@ -296,10 +296,30 @@ func (c *cowImage) reset(m *mmapMemory) error {
 	if c.size == 0 {
 		return nil
 	}
-	return privateRanges(uintptr(unsafe.Pointer(&m.region[0])), c.size, func(off, n uint64) {
-		copy(m.region[off:off+n], c.src[off:off+n])
+	var small [32][2]uint64
+	ranges, private := small[:0], uint64(0)
+	err := privateRanges(uintptr(unsafe.Pointer(&m.region[0])), c.size, func(off, n uint64) {
+		ranges = append(ranges, [2]uint64{off, n})
+		private += n
 	})
+	if err != nil {
+		return err
+	}
+	if private > c.size/remapFraction {
+		return c.remap(m)
+	}
+	for _, r := range ranges {
+		copy(m.region[r[0]:r[0]+r[1]], c.src[r[0]:r[0]+r[1]])
+	}
+	return nil
 }
+
+// remapFraction: a memory with more than 1/remapFraction of its image private is reset by mapping the image again
+// rather than by copying. A page stays private after it is copied back, so without this every later reset of the
+// memory would copy every page any of its runs wrote. Copying costs about 0.26 µs a page and a fault on a page
+// mapped afresh about 4 µs (measured on a 2-core VM), so past an eighth of a 20 MiB image (640 pages, 0.17 ms a
+// reset) one remap, and a fault on each page the next run touches, costs less within a few runs.
+const remapFraction = 8
 
 // dropGrowth releases what m grew beyond the image and makes it inaccessible again, so the next instance
 // starts at the image's size.
