@@ -144,6 +144,7 @@ def install():
     _line_buffered()
     os.environ.clear()
     os.environ.update(_environ({}))
+    _persist["environ"] = _environ({})
 
 
 def _line_buffered():
@@ -166,16 +167,17 @@ def _environ(env):
 
 def _reset(req):
     _line_buffered()
-    # A fresh run starts from the snapshot, where os.environ and the C environment agree (install set both):
-    # when they already hold this run's environment there is nothing to change. A Session's exec always sets
-    # every variable again, because an earlier exec may have changed the C value of one (os.putenv).
+    # A fresh run starts from the snapshot, where os.environ and the C environment both hold what install set
+    # (_persist["environ"]): when that is this run's environment there is nothing to change. Comparing with the
+    # plain dict costs a microsecond, os.environ (which decodes every entry) twenty. A Session's exec always sets
+    # every variable again, because an earlier exec may have changed one, or its C value (os.putenv).
     want = _environ(req.get("env") or {})
-    if req.get("session") or os.environ != want:
+    if req.get("session") or want != _persist.get("environ"):
         os.environ.clear()
         os.environ.update(want)
     # Local time follows TZ (libc re-reads it); time's constants (timezone, tzname...) follow it too, recomputed
-    # only when this run's TZ differs from the last one's.
-    tz = os.environ.get("TZ")
+    # only when this run's TZ differs from the last one's. os.environ now holds want.
+    tz = want.get("TZ")
     if tz != _persist.get("tz"):
         _persist["tz"] = tz
         time = sys.modules.get("time")
