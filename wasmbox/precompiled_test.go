@@ -11,11 +11,12 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/wasmbox/wasmbox/internal/testcache"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
 var precompiled = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "wasmbox-precompiled-test-")
+	dir, err := os.MkdirTemp(testcache.TempDir(), "precompiled-") // removed when the tests end
 	if err != nil {
 		return "", err
 	}

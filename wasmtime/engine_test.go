@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -37,15 +38,26 @@ type testInterp struct {
 }
 
 var (
-	interpOnce sync.Map // engine name -> *onceInterp
-	cacheDir   = sync.OnceValue(func() string {
+	interpOnce   sync.Map // engine name -> *onceInterp
+	cacheDirMade atomic.Bool
+	cacheDir     = sync.OnceValue(func() string {
 		d, err := os.MkdirTemp("", "wasmbox-wasmtime-test-")
 		if err != nil {
 			panic(err)
 		}
+		cacheDirMade.Store(true)
 		return d
 	})
 )
+
+// TestMain removes the compiled code the tests made (over 100 MB) when they end.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cacheDirMade.Load() {
+		os.RemoveAll(cacheDir())
+	}
+	os.Exit(code)
+}
 
 type onceInterp struct {
 	once sync.Once

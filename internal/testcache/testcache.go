@@ -10,11 +10,20 @@ import (
 	"sync/atomic"
 )
 
-var dir atomic.Pointer[string]
+var dir, tmp atomic.Pointer[string]
 
 // Dir is the directory set by Main, or "" outside tests.
 func Dir() string {
 	if d := dir.Load(); d != nil {
+		return *d
+	}
+	return ""
+}
+
+// TempDir is a directory for what the tests of one process share and that outlives a single test (a precompiled
+// directory made once): unlike the cache, it is always removed when the tests end. "" outside Main.
+func TempDir() string {
+	if d := tmp.Load(); d != nil {
 		return *d
 	}
 	return ""
@@ -35,7 +44,14 @@ func Main(m interface{ Run() int }) {
 	dir.Store(&d)
 	os.Setenv("WASMBOX_CACHE_DIR", d)  // the CLI's
 	os.Setenv("WASMBOX_TEST_CACHE", d) // test binaries started by this one share it
+	t, err := os.MkdirTemp("", "wasmbox-test-tmp-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "testcache:", err)
+		os.Exit(1)
+	}
+	tmp.Store(&t)
 	code := m.Run()
+	os.RemoveAll(t)
 	if own {
 		os.RemoveAll(d)
 	}
