@@ -13,8 +13,10 @@
 // # Notes
 //
 //   - The interpreter is compiled once per process and cached on disk (Config.CacheDir); each Run gets a fresh
-//     instance with a fresh workspace and shares nothing with other runs. A Session keeps one interpreter alive
-//     for many Exec calls.
+//     interpreter with a fresh workspace and shares nothing with other runs. The instance behind it is either new
+//     or one an earlier Run of the same Sandbox ended normally, put back exactly as a new one starts: its memory
+//     reset to the snapshot, its globals and all of its host-side state made again. A Session keeps one
+//     interpreter alive for many Exec calls.
 //   - A deadline or a cancelled context stops any code, including C-level loops, within milliseconds: Python
 //     code first gets a KeyboardInterrupt (so Result has a traceback), then the instance is killed.
 //   - docs/THREAT_MODEL.md says what is and is not a security boundary.
