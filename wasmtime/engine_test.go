@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/testcache"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -50,13 +51,18 @@ var (
 	})
 )
 
-// TestMain removes the compiled code the tests made (over 100 MB) when they end.
-func TestMain(m *testing.M) {
-	code := m.Run()
+// TestMain gives the sandboxes a temporary cache (testcache: never the user's) and removes the compiled code the
+// engine tests made (over 100 MB) when they end.
+func TestMain(m *testing.M) { testcache.Main(removingCache{m}) }
+
+type removingCache struct{ m *testing.M }
+
+func (r removingCache) Run() int {
+	code := r.m.Run()
 	if cacheDirMade.Load() {
 		os.RemoveAll(cacheDir())
 	}
-	os.Exit(code)
+	return code
 }
 
 type onceInterp struct {
