@@ -2,6 +2,8 @@ package bench
 
 import (
 	"context"
+	"io"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -84,8 +86,16 @@ func noDeadline(b *testing.B) wasmbox.Config {
 // reported as µs per call, with an in-memory audit and with a hash-chained file audit. Each call crosses into Go
 // twice (call, fetch) and runs the bridge, the gate and the tool on the program's own goroutine (a worker of the
 // Sandbox, handed the whole run once): no handoff per call.
+//
+// The file audit writes every record to a real file, which starts over from its beginning past
+// maxBenchAuditBytes: a long -benchtime (each iteration is 20,000 records) must not fill the disk.
 func BenchmarkToolCall(b *testing.B) {
-	file, err := governance.OpenAuditFile(filepath.Join(b.TempDir(), "audit.jsonl"), governance.JSONLConfig{})
+	f, err := os.Create(filepath.Join(b.TempDir(), "audit.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	file, err := governance.NewJSONLAuditor(&wrappingFile{f: f, limit: maxBenchAuditBytes}, governance.JSONLConfig{})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,5 +117,50 @@ func BenchmarkToolCall(b *testing.B) {
 			}
 			b.ReportMetric(total/float64(b.N), "µs/call")
 		})
+	}
+}
+
+// maxBenchAuditBytes bounds the file BenchmarkToolCall's file audit writes.
+const maxBenchAuditBytes = 64 << 20
+
+// wrappingFile writes to f and truncates f back to empty once it holds limit bytes.
+type wrappingFile struct {
+	f        *os.File
+	n, limit int64
+}
+
+func (w *wrappingFile) Write(p []byte) (int, error) {
+	if w.n+int64(len(p)) > w.limit {
+		if err := w.f.Truncate(0); err != nil {
+			return 0, err
+		}
+		if _, err := w.f.Seek(0, io.SeekStart); err != nil {
+			return 0, err
+		}
+		w.n = 0
+	}
+	n, err := w.f.Write(p)
+	w.n += int64(n)
+	return n, err
+}
+
+func TestWrappingFileStaysBounded(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	w := &wrappingFile{f: f, limit: 100}
+	for i := range 50 {
+		if _, err := w.Write([]byte("0123456789")); err != nil {
+			t.Fatalf("write %d: %v", i, err)
+		}
+	}
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() != 100 {
+		t.Errorf("file holds %d bytes after 500 written with limit 100, want 100", st.Size())
 	}
 }
