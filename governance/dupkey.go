@@ -25,6 +25,117 @@ func duplicateKey(b []byte) string {
 	if bytes.Count(b, []byte{':'}) < 2 && bytes.Count(b, []byte{'['})+bytes.Count(b, []byte{'{'}) <= maxArgsDepth {
 		return ""
 	}
+	if reason, decided := duplicateKeyASCII(b); decided {
+		return reason
+	}
+	return duplicateKeyDecoded(b)
+}
+
+// The bounds of duplicateKeyASCII's scan, past which it leaves the document to duplicateKeyDecoded.
+const (
+	asciiScanDepth = 64 // open objects and arrays
+	asciiScanKeys  = 64 // keys of the open objects
+)
+
+// duplicateKeyASCII is duplicateKey for the common document, without decoding or allocating: it scans b (valid
+// JSON; on anything else it may return decided false, and never panics) once and compares the keys of each object as written, folding ASCII case. It decides only documents
+// whose keys are plain ASCII (no escape, no byte ≥ 0x80: only then are two keys equal exactly when their bytes
+// are, and equal under encoding/json's folding exactly when they are equal ignoring ASCII case) and that stay
+// within asciiScanDepth and asciiScanKeys; for any other it returns decided false.
+func duplicateKeyASCII(b []byte) (reason string, decided bool) {
+	type span struct{ from, to int }
+	var (
+		keys   [asciiScanKeys]span
+		nkeys  int
+		frames [asciiScanDepth]struct {
+			object   bool
+			keysFrom int // this object's keys are keys[keysFrom:nkeys]
+		}
+		depth   int
+		wantKey bool // in an object, the next string is a key
+	)
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; c {
+		case '{', '[':
+			if depth == asciiScanDepth {
+				return "", false
+			}
+			frames[depth].object, frames[depth].keysFrom = c == '{', nkeys
+			depth++
+			wantKey = c == '{'
+		case '}', ']':
+			if depth == 0 {
+				return "", false // not valid JSON: the decoder says why
+			}
+			depth--
+			nkeys = frames[depth].keysFrom
+			wantKey = false
+		case ',':
+			wantKey = depth > 0 && frames[depth-1].object
+		case '"':
+			from := i + 1
+			plain := true
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					plain = false
+					i++
+				} else if b[i] >= utf8.RuneSelf {
+					plain = false
+				}
+			}
+			if i >= len(b) {
+				return "", false
+			}
+			if !wantKey {
+				continue
+			}
+			wantKey = false
+			if !plain || nkeys == asciiScanKeys {
+				return "", false
+			}
+			key := b[from:i]
+			for _, k := range keys[frames[depth-1].keysFrom:nkeys] {
+				prev := b[k.from:k.to]
+				if !asciiEqualFold(prev, key) {
+					continue
+				}
+				at := " (at depth " + strconv.Itoa(depth) + ")"
+				if bytes.Equal(prev, key) {
+					return "duplicate key " + strconv.Quote(string(key)) + " in an object of the arguments" + at, true
+				}
+				return "keys " + strconv.Quote(string(prev)) + " and " + strconv.Quote(string(key)) +
+					" of one object of the arguments differ only in case" + at + ", which decoders treat as the same key", true
+			}
+			keys[nkeys] = span{from, i}
+			nkeys++
+		}
+	}
+	return "", true
+}
+
+// asciiEqualFold reports whether the ASCII strings a and b are equal ignoring case.
+func asciiEqualFold(a, b []byte) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if 'a' <= x && x <= 'z' {
+			x -= 'a' - 'A'
+		}
+		if 'a' <= y && y <= 'z' {
+			y -= 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
+}
+
+// duplicateKeyDecoded is duplicateKey by way of encoding/json's tokens: for the documents duplicateKeyASCII
+// leaves (escaped or non-ASCII keys, which it unescapes and folds fully, and large or deep documents).
+func duplicateKeyDecoded(b []byte) string {
 	type frame struct {
 		object   bool
 		wantKey  bool
