@@ -120,39 +120,35 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 		args = json.RawMessage("{}")
 	}
 	// An unknown name runs nothing (the tool func reports UnknownTool with the real names), so it is read-only
-	// for the policy; it is still counted and audited like every call.
+	// for the policy; it is still counted and audited like every call. The entry is looked up once: a registry
+	// only grows, and a tool's entry never changes.
 	effect, cost := governance.ReadOnly, int64(0)
-	if t, ok := b.reg.Lookup(name); ok {
-		effect, cost = t.Effect, t.Cost
+	e := b.reg.entry(name)
+	if e != nil {
+		effect, cost = e.Effect, e.Cost
 	}
-	shown := cut(name, maxToolNameBytes) // for messages
 	start := time.Now()
 	b.mu.Lock()
 	b.inflight = inflightCall{name: name, args: args, start: start}
 	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		b.inflight = inflightCall{}
-		b.mu.Unlock()
-	}()
 	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source},
 		func(ctx context.Context, call governance.Call) ([]byte, error) {
 			b.mu.Lock()
 			b.inflight.seq = call.Seq
 			b.mu.Unlock()
-			t, ok := b.reg.Lookup(name)
-			if !ok {
-				return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, shown, strings.Join(b.reg.Names(), ", "))
+			if e == nil {
+				return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, cut(name, maxToolNameBytes), strings.Join(b.reg.Names(), ", "))
 			}
-			if err := b.reg.Validate(name, call.Args); err != nil {
+			// The gate runs the tool only with arguments that are valid JSON.
+			if err := e.validJSON(call.Args); err != nil {
 				return nil, fmt.Errorf("%w: %w", errInvalidArgs, err)
 			}
-			res, err := t.Handler(ctx, call.Args)
+			res, err := e.Handler(ctx, call.Args)
 			if err != nil {
 				return nil, err
 			}
 			if !json.Valid(res) {
-				return nil, fmt.Errorf("tool %s returned invalid JSON", shown)
+				return nil, fmt.Errorf("tool %s returned invalid JSON", e.Name)
 			}
 			return res, nil
 		})
@@ -194,10 +190,11 @@ func (b *Bridge) Abandon() []ToolCall {
 	return calls
 }
 
-// record keeps c with as much of args as the bounds allow.
+// record ends the call in progress and keeps c with as much of args as the bounds allow.
 func (b *Bridge) record(c ToolCall, args json.RawMessage) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.inflight = inflightCall{}
 	if b.abandoned {
 		return
 	}

@@ -166,20 +166,22 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 	if e == nil {
 		return fmt.Errorf("hostfuncs: unknown tool %q", name)
 	}
-	if e.fast != nil {
-		if !json.Valid(args) {
-			return fmt.Errorf("hostfuncs: %s: arguments are not JSON", name)
-		}
-		if err := e.fast.validate(args); err != nil {
-			return fmt.Errorf("hostfuncs: %s: invalid arguments: %w", name, err)
-		}
-		return nil
-	}
 	if !json.Valid(args) {
 		return fmt.Errorf("hostfuncs: %s: arguments are not JSON", name)
 	}
-	if err := e.schema.validate(args); err != nil {
-		return fmt.Errorf("hostfuncs: %s: invalid arguments: %w", name, err)
+	return e.validJSON(args)
+}
+
+// validJSON checks args, which are valid JSON (the caller checked), against the tool's parameter schema.
+func (e *entry) validJSON(args json.RawMessage) error {
+	var err error
+	if e.fast != nil {
+		err = e.fast.validate(args)
+	} else {
+		err = e.schema.validate(args)
+	}
+	if err != nil {
+		return fmt.Errorf("hostfuncs: %s: invalid arguments: %w", e.Name, err)
 	}
 	return nil
 }

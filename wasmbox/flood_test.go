@@ -2,11 +2,14 @@ package wasmbox_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -35,6 +38,41 @@ while True:
 	}
 	if len(res.ToolCalls) > 1000 {
 		t.Fatalf("%d tool-call records kept", len(res.ToolCalls))
+	}
+}
+
+// Arguments that are not JSON are refused by the gate like any other malformed call: each refusal is audited
+// and counted, so a flood of them ends the run too.
+func TestInvalidArgumentsFloodEndsTheRun(t *testing.T) {
+	aud := &governance.MemoryAuditor{}
+	gate, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud})
+	if err != nil {
+		t.Fatal(err)
+	}
+	echo := hostfuncs.Tool{Name: "echo", Effect: governance.ReadOnly,
+		Handler: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) { return a, nil }}
+	sb := newSandbox(t, wasmbox.Config{Timeout: 20 * time.Second, Gate: gate, Tools: hostfuncs.NewRegistry().MustRegister(echo)})
+	start := time.Now()
+	res, err := sb.Run(context.Background(), `import _wasmbox
+ok, resp = _wasmbox.call(b'Techo\n{"x": 1')
+print(ok, resp.decode(), flush=True)
+while True:
+    try:
+        _wasmbox.call(b'Techo\n{"x": ')
+    except BaseException:
+        pass`)
+	if !errors.Is(err, wasmbox.ErrToolLimit) || !errors.Is(err, governance.ErrCallFlood) {
+		t.Fatalf("err %v; want ErrToolLimit and governance.ErrCallFlood", err)
+	}
+	if el := time.Since(start); el > 10*time.Second {
+		t.Fatalf("the flooding run took %v under a 20 s deadline", el)
+	}
+	if res == nil || !strings.HasPrefix(res.Stdout, `False {"type":"ToolDenied","message":"call to echo denied: arguments are not valid JSON`) {
+		t.Fatalf("result %+v", res)
+	}
+	recs := aud.Records()
+	if len(recs) == 0 || recs[0].Decision != "deny" || recs[0].Tool != "echo" || !strings.Contains(recs[0].Reason, "not valid JSON") {
+		t.Fatalf("first audit record %+v; want the refusal of the invalid arguments", recs)
 	}
 }
 

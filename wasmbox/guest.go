@@ -168,9 +168,8 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 		if h.state == nil || h.state.bridge == nil {
 			return hostfuncs.ErrorResponse("ToolDenied", "tools cannot be called while the interpreter is prepared"), true
 		}
-		if !json.Valid(args) {
-			return hostfuncs.ErrorResponse("InvalidToolArguments", "arguments are not valid JSON"), true
-		}
+		// Arguments that are not JSON go to the gate like any others: it refuses them, audits the refusal and
+		// counts it towards the run's denied calls, so that a flood of them ends the run like any other.
 		return h.callTool(ctx, string(name), args)
 	}
 	var r hostRequest
