@@ -22,6 +22,15 @@ print(time.perf_counter() - t0)
 
 // ToolSandbox returns a sandbox with one read-only tool, echo(x), behind an allow-all gate auditing to auditor.
 func ToolSandbox(ctx context.Context, auditor governance.Auditor, maxCalls int64) (*wasmbox.Sandbox, error) {
+	cfg, err := ToolConfig(auditor, maxCalls)
+	if err != nil {
+		return nil, err
+	}
+	return wasmbox.New(ctx, cfg)
+}
+
+// ToolConfig is the configuration of ToolSandbox.
+func ToolConfig(auditor governance.Auditor, maxCalls int64) (wasmbox.Config, error) {
 	echo := hostfuncs.Tool{
 		Name:       "echo",
 		Effect:     governance.ReadOnly,
@@ -34,9 +43,9 @@ func ToolSandbox(ctx context.Context, auditor governance.Auditor, maxCalls int64
 		Limits:  governance.Limits{MaxToolCalls: maxCalls},
 	})
 	if err != nil {
-		return nil, err
+		return wasmbox.Config{}, err
 	}
-	return wasmbox.New(ctx, wasmbox.Config{Tools: hostfuncs.NewRegistry().MustRegister(echo), Gate: gate})
+	return wasmbox.Config{Tools: hostfuncs.NewRegistry().MustRegister(echo), Gate: gate}, nil
 }
 
 // ToolCallMicros runs n calls and returns the in-guest time per call in µs.

@@ -13,6 +13,7 @@ import (
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/assets/uninstrumented"
 	"github.com/wasmbox/wasmbox/bench"
+	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -25,6 +26,10 @@ type callgrindReport struct {
 	NativePerIter  float64 `json:"native_instructions_per_iteration"`
 	WasmboxPerIter float64 `json:"wasmbox_instructions_per_iteration"`
 	PlainPerIter   float64 `json:"wasmbox_no_deadline_instructions_per_iteration"`
+	// ToolCallPerCall is W3 counted the same way: the instructions of one tool call from Python through the
+	// gate (allow-all, in-memory audit) and back, guest and host together, over ToolCalls calls.
+	ToolCalls       int     `json:"tool_calls,omitempty"`
+	ToolCallPerCall float64 `json:"tool_call_instructions,omitempty"`
 }
 
 var collectedRE = regexp.MustCompile(`Collected : (\d+)`)
@@ -101,7 +106,34 @@ func callgrindW1(ctx context.Context, py string) (*callgrindReport, error) {
 	if c.PlainPerIter, err = perIter(func(k int) []string { return append(inRun, self, "-guest-loop", strconv.Itoa(k), "-plain") }); err != nil {
 		return nil, err
 	}
+	c.ToolCalls = 20_000
+	if c.ToolCallPerCall, err = perIteration(ctx, c.ToolCalls, func(k int) []string { return []string{self, "-guest-toolcalls", strconv.Itoa(k)} }); err != nil {
+		return nil, err
+	}
 	return c, nil
+}
+
+// guestToolCallsOnce makes n tool calls (bench.ToolCalls) in one fresh sandbox: what callgrindW1 counts for W3.
+func guestToolCallsOnce(n int) error {
+	ctx := context.Background()
+	cfg, err := bench.ToolConfig(&governance.MemoryAuditor{Limit: 1000}, int64(n))
+	if err != nil {
+		return err
+	}
+	cfg.Timeout = time.Hour // under valgrind the guest runs tens of times slower than usual
+	sb, err := wasmbox.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer sb.Close(ctx)
+	res, err := sb.Run(ctx, bench.ToolCalls(n))
+	if err != nil {
+		return err
+	}
+	if res.ExitCode != 0 || len(res.ToolCalls) == 0 {
+		return fmt.Errorf("W3 exited %d after %d recorded calls: %s", res.ExitCode, len(res.ToolCalls), res.Stderr)
+	}
+	return nil
 }
 
 // guestLoopOnce runs W1's loop with n iterations in one fresh sandbox (what callgrindW1 counts), on the shipped

@@ -78,6 +78,7 @@ func main() {
 	against := flag.String("against", "", "also time W1/W2 on the interpreter built in DIR (e.g. pyruntime/build.sh --variant plain --out DIR) and print the ratios")
 	cg := flag.Bool("callgrind", false, "also count W1's instructions per loop iteration under valgrind (native, wasmbox, wasmbox without the deadline): slow, deterministic")
 	guestLoop := flag.Int("guest-loop", 0, "internal: run W1 with N iterations in one sandbox and exit (what -callgrind counts)")
+	guestToolCalls := flag.Int("guest-toolcalls", 0, "internal: make N tool calls in one sandbox and exit (what -callgrind counts for W3)")
 	plain := flag.Bool("plain", false, "internal: with -guest-loop, use the interpreter without the deadline counter")
 	interpDir := flag.String("interp", "", "internal: with -guest-loop, use the interpreter built in DIR")
 	p2Only := flag.Bool("p2", false, "measure only P2 (new process → first result) and its parts")
@@ -94,6 +95,13 @@ func main() {
 			_ = json.NewEncoder(os.Stdout).Encode(r)
 		} else {
 			printP2(r)
+		}
+		return
+	}
+	if *guestToolCalls > 0 {
+		if err := guestToolCallsOnce(*guestToolCalls); err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
 		}
 		return
 	}
@@ -492,6 +500,9 @@ func printTable(r report) {
 	if c := r.Callgrind; c != nil {
 		row("W1 instructions per iteration", fmt.Sprintf("%.1f (no deadline %.1f)", c.WasmboxPerIter, c.PlainPerIter), fmt.Sprintf("%.1f", c.NativePerIter),
 			fmt.Sprintf("×%.3f of native; deadline ×%.3f (callgrind)", c.WasmboxPerIter/c.NativePerIter, c.WasmboxPerIter/c.PlainPerIter))
+		if c.ToolCallPerCall > 0 {
+			row("W3 instructions per tool call", fmt.Sprintf("%.0f", c.ToolCallPerCall), "", "guest and host (callgrind)")
+		}
 	}
 	for _, name := range sortedKeys(r.Engines) {
 		e := r.Engines[name]
