@@ -20,6 +20,12 @@ print(time.perf_counter() - t0)
 `, n)
 }
 
+// ToolCallLoop is W3's loop in a function, for instruction counts (like W1Loop): at module level each iteration
+// looks its names up in a dict whose collisions depend on the snapshot's string-hash secret.
+func ToolCallLoop(n int) string {
+	return fmt.Sprintf("import tools\ndef w3():\n    echo = tools.echo\n    for i in range(%d):\n        echo(i)\nw3()\n", n)
+}
+
 // ToolSandbox returns a sandbox with one read-only tool, echo(x), behind an allow-all gate auditing to auditor.
 func ToolSandbox(ctx context.Context, auditor governance.Auditor, maxCalls int64) (*wasmbox.Sandbox, error) {
 	cfg, err := ToolConfig(auditor, maxCalls)

@@ -26,8 +26,8 @@ type callgrindReport struct {
 	NativePerIter  float64 `json:"native_instructions_per_iteration"`
 	WasmboxPerIter float64 `json:"wasmbox_instructions_per_iteration"`
 	PlainPerIter   float64 `json:"wasmbox_no_deadline_instructions_per_iteration"`
-	// ToolCallPerCall is W3 counted the same way: the instructions of one tool call from Python through the
-	// gate (allow-all, in-memory audit) and back, guest and host together, over ToolCalls calls.
+	// ToolCallPerCall is W3 counted the same way (bench.ToolCallLoop): the instructions of one tool call from
+	// Python through the gate (allow-all, in-memory audit) and back, guest and host together, over ToolCalls calls.
 	ToolCalls       int     `json:"tool_calls,omitempty"`
 	ToolCallPerCall float64 `json:"tool_call_instructions,omitempty"`
 }
@@ -113,7 +113,7 @@ func callgrindW1(ctx context.Context, py string) (*callgrindReport, error) {
 	return c, nil
 }
 
-// guestToolCallsOnce makes n tool calls (bench.ToolCalls) in one fresh sandbox: what callgrindW1 counts for W3.
+// guestToolCallsOnce makes n tool calls (bench.ToolCallLoop) in one fresh sandbox: what callgrindW1 counts for W3.
 func guestToolCallsOnce(n int) error {
 	ctx := context.Background()
 	cfg, err := bench.ToolConfig(&governance.MemoryAuditor{Limit: 1000}, int64(n))
@@ -126,7 +126,7 @@ func guestToolCallsOnce(n int) error {
 		return err
 	}
 	defer sb.Close(ctx)
-	res, err := sb.Run(ctx, bench.ToolCalls(n))
+	res, err := sb.Run(ctx, bench.ToolCallLoop(n))
 	if err != nil {
 		return err
 	}

@@ -76,7 +76,7 @@ func main() {
 	quick := flag.Bool("quick", false, "fewer repetitions (a few minutes with the peers, for CI)")
 	asJSON := flag.Bool("json", false, "print one JSON object")
 	against := flag.String("against", "", "also time W1/W2 on the interpreter built in DIR (e.g. pyruntime/build.sh --variant plain --out DIR) and print the ratios")
-	cg := flag.Bool("callgrind", false, "also count W1's instructions per loop iteration under valgrind (native, wasmbox, wasmbox without the deadline): slow, deterministic")
+	cg := flag.Bool("callgrind", false, "also count W1's instructions per loop iteration (native, wasmbox, wasmbox without the deadline) and W3's per tool call under valgrind: slow, deterministic")
 	guestLoop := flag.Int("guest-loop", 0, "internal: run W1 with N iterations in one sandbox and exit (what -callgrind counts)")
 	guestToolCalls := flag.Int("guest-toolcalls", 0, "internal: make N tool calls in one sandbox and exit (what -callgrind counts for W3)")
 	plain := flag.Bool("plain", false, "internal: with -guest-loop, use the interpreter without the deadline counter")
