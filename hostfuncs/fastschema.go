@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // fastSchema validates arguments against a parameter schema that uses only the plain structural keywords:
-// type, properties, required, additionalProperties, items, and the annotations description, title, format,
-// default, examples and $comment. That is every schema Func derives from a Go struct (without constraint tags)
+// type, properties, required, additionalProperties, items, an enum of strings, and the annotations description,
+// title, format, default, examples and $comment. That is every schema Func derives from a Go struct (without constraint tags)
 // and most hand-written tool schemas. It decides exactly as the general JSON Schema validator does for those
 // keywords (TestFastSchemaAgrees and FuzzFastSchema compare the two), in one pass over the bytes and without
 // building a document: a tool call's validation is then a fraction of a microsecond instead of several.
@@ -21,9 +22,10 @@ type fastSchema struct {
 	types    uint8
 	props    map[string]*fastSchema
 	required []string
-	closed   bool        // additionalProperties: false
-	extra    *fastSchema // additionalProperties: a schema (nil: any value)
-	items    *fastSchema // nil: any items
+	closed   bool                // additionalProperties: false
+	extra    *fastSchema         // additionalProperties: a schema (nil: any value)
+	items    *fastSchema         // nil: any items
+	enum     map[string]struct{} // enum of strings only: the value must be one of them (nil: no enum)
 }
 
 const (
@@ -126,6 +128,21 @@ func fastFrom(doc any, depth int) *fastSchema {
 			if s.extra.any {
 				s.extra = nil
 			}
+		case "enum":
+			// Only an enum of strings, the common one ("units": "metric" or "imperial"); one with any other
+			// member keeps the general validator, which compares numbers and structures by value.
+			l, ok := v.([]any)
+			if !ok || len(l) == 0 {
+				return nil
+			}
+			s.enum = make(map[string]struct{}, len(l))
+			for _, e := range l {
+				str, ok := e.(string)
+				if !ok {
+					return nil
+				}
+				s.enum[str] = struct{}{}
+			}
 		case "items":
 			if s.items = fastFrom(v, depth+1); s.items == nil {
 				return nil
@@ -137,7 +154,7 @@ func fastFrom(doc any, depth int) *fastSchema {
 			return nil
 		}
 	}
-	if s.types == 0 && s.props == nil && s.required == nil && !s.closed && s.extra == nil && s.items == nil {
+	if s.types == 0 && s.props == nil && s.required == nil && !s.closed && s.extra == nil && s.items == nil && s.enum == nil {
 		s.any = true
 	}
 	return s
@@ -210,6 +227,16 @@ func (s *fastSchema) check(b []byte, i int) (int, *fastError) {
 			return 0, refuse("got %s, want %s", typeName(kind), typesName(s.types))
 		}
 	}
+	if s.enum != nil {
+		if kind != tString {
+			return 0, refuse("got %s, want one of the %d allowed strings", typeName(kind), len(s.enum))
+		}
+		end, _ := valueEnd(b, i)
+		if !s.inEnum(b[i:end]) {
+			return 0, refuse("the string is not one of the %d allowed", len(s.enum))
+		}
+		return end, nil
+	}
 	switch {
 	case kind == tObject:
 		return s.checkObject(b, i)
@@ -232,6 +259,22 @@ func (s *fastSchema) check(b []byte, i int) (int, *fastError) {
 	}
 	end, _ := valueEnd(b, i)
 	return end, nil
+}
+
+// inEnum reports whether the JSON string lit (with its quotes) is one of s.enum once decoded as encoding/json
+// decodes it (escapes resolved, invalid UTF-8 replaced), which is how the general validator sees it.
+func (s *fastSchema) inEnum(lit []byte) bool {
+	text := lit[1 : len(lit)-1]
+	if bytes.IndexByte(text, '\\') < 0 && utf8.Valid(text) {
+		_, ok := s.enum[string(text)] // no allocation for a lookup
+		return ok
+	}
+	var str string
+	if json.Unmarshal(lit, &str) != nil {
+		return false
+	}
+	_, ok := s.enum[str]
+	return ok
 }
 
 func kindOf(c byte) uint8 {

@@ -39,6 +39,8 @@ func diffSchemas(t testing.TB) map[string]json.RawMessage {
 		"untyped":  json.RawMessage(`{"properties":{"n":{"type":["integer","null"]},"o":{},"t":true},"required":["n","o"],"additionalProperties":{"type":"array","items":{"type":"number"}}}`),
 		"langc":    json.RawMessage(`{"type":"object","properties":{"input":{"type":"string","description":"the tool's input"}},"required":["input"],"additionalProperties":false}`),
 		"anything": json.RawMessage(`{"type":"object"}`),
+		"enum": json.RawMessage(`{"type":"object","properties":{"units":{"type":"string","enum":["metric","imperial","é","a\"b","\ud83d\ude00","","\ufffd"]},` +
+			`"any":{"enum":["x","1","null"]},"tags":{"type":"array","items":{"enum":["a","b"]}}},"required":["units"]}`),
 	}
 }
 
@@ -54,6 +56,12 @@ var diffDocs = []string{
 	`{"n":"2","o":1}`, `{"input":"hi"}`, `{"input":"hi","extra":1}`, `{"input":5}`, ` { "input" : "a\"}b" } `,
 	`{"x":1,"p":2,"i":{"a":3,"b":["]}\"{"]}}`, `{"é":1}`, `{"x":-12345678901234567890123}`,
 	`{"x":1e1000000}`, `{"x":1e1000001}`, `{"x":0e1000001}`, `{"x":1.5e-1000000}`, `{"x":0.0e-5}`, `{"x":10.0e-1}`,
+	`{"units":"metric"}`, `{"units":"Metric"}`, `{"units":"metr\u0069c"}`, `{"units":"é"}`, `{"units":"\u00e9"}`,
+	`{"units":"e\u0301"}`, `{"units":1}`, `{"units":null}`, `{"units":["metric"]}`, `{"units":"a\"b"}`, `{"units":"a\u0022b"}`,
+	`{"units":"😀"}`, `{"units":"\ud83d\ude00"}`, `{"units":"\ud83d"}`, `{"units":"\ude00\ud83d"}`, `{"units":""}`, `{"units":"metric "}`,
+	`{"units":"imperial","any":1}`, `{"units":"imperial","any":"1"}`, `{"units":"imperial","any":null}`, `{"units":"imperial","any":"null"}`,
+	`{"units":"imperial","tags":["a","b","a"]}`, `{"units":"imperial","tags":["a","c"]}`, `{"units":"imperial","tags":[]}`, `{"units":"imperial","tags":"a"}`,
+	"{\"units\":\"\xff\"}", "{\"units\":\"\xef\xbf\xbd\"}",
 	`{"x":120e-1}`, `{"x":1200.00e-3}`, `{"x":1e9223372036854775807}`, `{"x":1e9223372036854775808}`,
 	`{"x":1.0e-9223372036854775808}`, `{"x":-0.000}`, `{"x":1E+0}`, `{"x":1.25E2}`, `{"x":1.25E1}`,
 }
@@ -159,6 +167,8 @@ func TestFastSchemaFallsBack(t *testing.T) {
 	for _, s := range []string{
 		`{"type":"object","properties":{"n":{"type":"integer","minimum":0}}}`,
 		`{"type":"object","properties":{"n":{"enum":[1,2]}}}`,
+		`{"type":"object","properties":{"n":{"enum":["a",null]}}}`,
+		`{"type":"object","properties":{"n":{"enum":[]}}}`,
 		`{"type":"object","properties":{"n":{"$ref":"#/$defs/x"}},"$defs":{"x":{}}}`,
 		`{"type":"object","properties":{"s":{"type":"string","pattern":"^a"}}}`,
 		`{"$schema":"http://json-schema.org/draft-04/schema#","type":"object"}`,
@@ -224,6 +234,29 @@ func BenchmarkValidate(b *testing.B) {
 		e := r.entry("typed")
 		for b.Loop() {
 			if err := e.schema.validate(args); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	// A string enum, which the general validator took on every call before the fast path checked it.
+	r.MustRegister(Tool{Name: "weather", Parameters: json.RawMessage(`{"type":"object","properties":{"city":{"type":"string"},` +
+		`"units":{"type":"string","enum":["metric","imperial"]}},"required":["city"]}`),
+		Handler: func(context.Context, json.RawMessage) (json.RawMessage, error) { return nil, nil }})
+	wargs := json.RawMessage(`{"city":"Oslo","units":"metric"}`)
+	b.Run("enum_fast", func(b *testing.B) {
+		if r.entry("weather").fast == nil {
+			b.Fatal("the enum schema did not compile to the fast path")
+		}
+		for b.Loop() {
+			if err := r.Validate("weather", wargs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("enum_general", func(b *testing.B) {
+		e := r.entry("weather")
+		for b.Loop() {
+			if err := e.schema.validate(wargs); err != nil {
 				b.Fatal(err)
 			}
 		}
