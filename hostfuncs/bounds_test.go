@@ -75,6 +75,29 @@ func TestBridgeRefusesInvalidJSONResult(t *testing.T) {
 	}
 }
 
+// Arguments that are not JSON reach the bridge from a hostile guest; the gate refuses them, and the bridge's
+// record keeps only their size and hash, so that the calls (and a Result holding them) still marshal.
+func TestBridgeKeepsInvalidArgumentsByHashOnly(t *testing.T) {
+	r := hostfuncs.NewRegistry().MustRegister(hostfuncs.Tool{Name: "echo", Effect: governance.ReadOnly,
+		Handler: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) { return a, nil }})
+	b := hostfuncs.NewBridge(r, gateRun(t, governance.Limits{}), governance.SourcePython)
+	resp, isErr := b.Call(context.Background(), "echo", json.RawMessage(`{"x": `))
+	var e struct{ Type, Message string }
+	if !isErr || json.Unmarshal(resp, &e) != nil || e.Type != "ToolDenied" || !strings.Contains(e.Message, "not valid JSON") {
+		t.Fatalf("response %s (error %v)", resp, isErr)
+	}
+	if _, isErr := b.Call(context.Background(), "echo", json.RawMessage(`{}`)); isErr {
+		t.Fatal("a valid call after the invalid one failed")
+	}
+	calls := b.Calls()
+	if len(calls) != 2 || calls[0].Args != nil || calls[0].ArgsSize != 6 || len(calls[0].ArgsSHA256) != 64 || string(calls[1].Args) != `{}` {
+		t.Fatalf("records %+v", calls)
+	}
+	if _, err := json.Marshal(calls); err != nil {
+		t.Fatalf("the records do not marshal: %v", err)
+	}
+}
+
 type withChan struct {
 	C chan int `json:"c"`
 }

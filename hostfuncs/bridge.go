@@ -35,8 +35,8 @@ type ToolCall struct {
 	Seq  int64  `json:"seq"`
 	Tool string `json:"tool"` // at most 256 bytes (longer names are cut)
 	// Args are the call's arguments, when they fit in the bridge's bounds (MaxCallArgsBytes per call,
-	// MaxRetainedArgsBytes per bridge); otherwise Args is nil and ArgsSize and ArgsSHA256 (lowercase hex)
-	// describe them.
+	// MaxRetainedArgsBytes per bridge) and are JSON; otherwise Args is nil and ArgsSize and ArgsSHA256 (lowercase
+	// hex) describe them.
 	Args       json.RawMessage `json:"args,omitempty"`
 	ArgsSize   int64           `json:"args_size,omitempty"`
 	ArgsSHA256 string          `json:"args_sha256,omitempty"`
@@ -156,7 +156,7 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 		Reason: cut(out.Decision.Reason, maxCallTextBytes), Duration: time.Since(start)}
 	if err == nil {
 		rec.Status = "ok"
-		b.record(rec, args)
+		b.record(rec, args, true)
 		return out.Result, false
 	}
 	typ, msg := pythonError(err)
@@ -165,7 +165,9 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	if rec.Status == "" || rec.Status == "allowed" {
 		rec.Status = "failed"
 	}
-	b.record(rec, args)
+	// A call the gate refused as malformed may have arguments that are not JSON: they are kept by size and hash
+	// only, so that the records always marshal.
+	b.record(rec, args, !errors.Is(err, governance.ErrInvalidCall))
 	return ErrorResponse(typ, msg), true
 }
 
@@ -182,7 +184,7 @@ func (b *Bridge) Abandon() []ToolCall {
 				Reason:    "the call had not returned when the run's deadline and its grace had passed",
 				Error:     fmt.Sprintf("tool %s did not finish before the deadline; its result is discarded", tool),
 				ErrorType: "ToolError", Duration: time.Since(inf.start)}
-			b.recordLocked(c, inf.args)
+			b.recordLocked(c, inf.args, inf.seq != 0 || json.Valid(inf.args)) // a sequence number: the gate checked them
 		}
 	}
 	calls := append([]ToolCall(nil), b.calls...)
@@ -190,23 +192,24 @@ func (b *Bridge) Abandon() []ToolCall {
 	return calls
 }
 
-// record ends the call in progress and keeps c with as much of args as the bounds allow.
-func (b *Bridge) record(c ToolCall, args json.RawMessage) {
+// record ends the call in progress and keeps c with as much of args as the bounds allow (with valid false, args
+// may not be JSON, and only their size and hash are kept).
+func (b *Bridge) record(c ToolCall, args json.RawMessage, valid bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inflight = inflightCall{}
 	if b.abandoned {
 		return
 	}
-	b.recordLocked(c, args)
+	b.recordLocked(c, args, valid)
 }
 
-func (b *Bridge) recordLocked(c ToolCall, args json.RawMessage) {
+func (b *Bridge) recordLocked(c ToolCall, args json.RawMessage, valid bool) {
 	if len(b.calls) >= MaxCallRecords {
 		b.unrecorded++
 		return
 	}
-	if len(args) <= MaxCallArgsBytes && b.keptArgs+len(args) <= MaxRetainedArgsBytes {
+	if valid && len(args) <= MaxCallArgsBytes && b.keptArgs+len(args) <= MaxRetainedArgsBytes {
 		c.Args = append(json.RawMessage(nil), args...)
 		b.keptArgs += len(args)
 	} else {

@@ -56,6 +56,9 @@ while True:
 	if res == nil || !strings.HasPrefix(res.Stdout, `False {"type":"ToolDenied","message":"call to echo denied: arguments are not valid JSON`) {
 		t.Fatalf("result %+v", res)
 	}
+	if _, err := json.Marshal(res.ToolCalls); err != nil {
+		t.Fatalf("the run's tool calls do not marshal: %v", err)
+	}
 	recs := aud.Records()
 	if len(recs) == 0 || recs[0].Decision != "deny" || recs[0].Tool != "echo" || !strings.Contains(recs[0].Reason, "not valid JSON") {
 		t.Fatalf("first audit record %+v; want the refusal of the invalid arguments", recs)
