@@ -38,10 +38,11 @@ const (
 )
 
 // duplicateKeyASCII is duplicateKey for the common document, without decoding or allocating: it scans b (valid
-// JSON; on anything else it may return decided false, and never panics) once and compares the keys of each object as written, folding ASCII case. It decides only documents
-// whose keys are plain ASCII (no escape, no byte ≥ 0x80: only then are two keys equal exactly when their bytes
-// are, and equal under encoding/json's folding exactly when they are equal ignoring ASCII case) and that stay
-// within asciiScanDepth and asciiScanKeys; for any other it returns decided false.
+// JSON; on anything else it may return decided false, and never panics) once and compares the keys of each
+// object as written, ignoring case. It decides only documents whose keys are plain ASCII (no escape, no byte
+// ≥ 0x80: only then are two keys equal exactly when their bytes are, and equal under encoding/json's folding
+// exactly when bytes.EqualFold says so) and that stay within asciiScanDepth and asciiScanKeys; for any other it
+// returns decided false.
 func duplicateKeyASCII(b []byte) (reason string, decided bool) {
 	type span struct{ from, to int }
 	var (
@@ -96,7 +97,7 @@ func duplicateKeyASCII(b []byte) (reason string, decided bool) {
 			key := b[from:i]
 			for _, k := range keys[frames[depth-1].keysFrom:nkeys] {
 				prev := b[k.from:k.to]
-				if !asciiEqualFold(prev, key) {
+				if !bytes.EqualFold(prev, key) {
 					continue
 				}
 				at := " (at depth " + strconv.Itoa(depth) + ")"
@@ -111,26 +112,6 @@ func duplicateKeyASCII(b []byte) (reason string, decided bool) {
 		}
 	}
 	return "", true
-}
-
-// asciiEqualFold reports whether the ASCII strings a and b are equal ignoring case.
-func asciiEqualFold(a, b []byte) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		x, y := a[i], b[i]
-		if 'a' <= x && x <= 'z' {
-			x -= 'a' - 'A'
-		}
-		if 'a' <= y && y <= 'z' {
-			y -= 'a' - 'A'
-		}
-		if x != y {
-			return false
-		}
-	}
-	return true
 }
 
 // duplicateKeyDecoded is duplicateKey by way of encoding/json's tokens: for the documents duplicateKeyASCII

@@ -121,19 +121,28 @@ func guestToolCallsOnce(n int) error {
 		return err
 	}
 	cfg.Timeout = time.Hour // under valgrind the guest runs tens of times slower than usual
+	res, err := runOnce(ctx, cfg, "W3", bench.ToolCallLoop(n))
+	if err == nil && len(res.ToolCalls) == 0 {
+		err = fmt.Errorf("W3 recorded no tool calls: %s", res.Stderr)
+	}
+	return err
+}
+
+// runOnce runs code in a new sandbox made with cfg, and fails unless it exits 0.
+func runOnce(ctx context.Context, cfg wasmbox.Config, name, code string) (*wasmbox.Result, error) {
 	sb, err := wasmbox.New(ctx, cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer sb.Close(ctx)
-	res, err := sb.Run(ctx, bench.ToolCallLoop(n))
+	res, err := sb.Run(ctx, code)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if res.ExitCode != 0 || len(res.ToolCalls) == 0 {
-		return fmt.Errorf("W3 exited %d after %d recorded calls: %s", res.ExitCode, len(res.ToolCalls), res.Stderr)
+	if res.ExitCode != 0 {
+		return nil, fmt.Errorf("%s exited %d: %s", name, res.ExitCode, res.Stderr)
 	}
-	return nil
+	return res, nil
 }
 
 // guestLoopOnce runs W1's loop with n iterations in one fresh sandbox (what callgrindW1 counts), on the shipped
@@ -156,17 +165,6 @@ func guestLoopOnce(n int, plain bool, dir string) error {
 	if err != nil {
 		return err
 	}
-	sb, err := wasmbox.New(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer sb.Close(ctx)
-	res, err := sb.Run(ctx, bench.W1Loop(n))
-	if err != nil {
-		return err
-	}
-	if res.ExitCode != 0 {
-		return fmt.Errorf("W1 exited %d: %s", res.ExitCode, res.Stderr)
-	}
-	return nil
+	_, err = runOnce(ctx, cfg, "W1", bench.W1Loop(n))
+	return err
 }
