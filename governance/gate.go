@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/wasmbox/wasmbox/internal/handoff"
+	"github.com/wasmbox/wasmbox/internal/jsonvalid"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
@@ -191,6 +192,8 @@ type Run struct {
 	id     string
 	budget Budget
 	seq    atomic.Int64
+	// flooded is set once denied reaches the gate's maxDenied (and never cleared), for Flooded without the lock.
+	flooded atomic.Bool
 
 	mu           sync.Mutex
 	calls        int64
@@ -237,10 +240,16 @@ func (r *Run) Usage() RunUsage {
 
 // Flooded reports whether the run has had Limits.MaxDeniedCalls denials: every further call is refused
 // (ErrCallFlood) and the caller should end the run. A sandbox checks it after each call.
-func (r *Run) Flooded() bool {
+func (r *Run) Flooded() bool { return r.flooded.Load() }
+
+// addDenied counts one denied call, and marks the run flooded when that makes MaxDeniedCalls.
+func (r *Run) addDenied() {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.denied >= r.g.maxDenied
+	r.denied++
+	if r.denied >= r.g.maxDenied {
+		r.flooded.Store(true)
+	}
+	r.mu.Unlock()
 }
 
 // Do passes call through the gate and, if it is allowed, runs tool. It is the one entry point for every tool
@@ -280,6 +289,11 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 		actx = context.WithoutCancel(ctx)
 	}
 
+	// Validation and the context's state are read first (neither has an effect), so that the flood check and
+	// the hard cap's count take one lock.
+	invalid := g.validate(call, tool)
+	cerr := ctx.Err()
+
 	// 0. A flooded run refuses everything; only the first refusal is audited, so the log stays bounded.
 	r.mu.Lock()
 	if r.denied >= g.maxDenied {
@@ -297,20 +311,20 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 		derr := &DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: "gate", Kind: ErrCallFlood, Err: ErrToolLimit}
 		return Outcome{Call: call, Decision: Decision{Reason: reason, DecidedBy: "gate"}, Status: StatusDenied}, derr
 	}
+	// 1. The hard cap counts every call that is well formed and still wanted.
+	var n int64
+	if invalid == "" && cerr == nil {
+		r.calls++
+		n = r.calls
+	}
 	r.mu.Unlock()
 
-	if reason := g.validate(call, tool); reason != "" {
-		return r.deny(actx, call, nil, ErrInvalidCall, nil, "gate", reason)
+	if invalid != "" {
+		return r.deny(actx, call, nil, ErrInvalidCall, nil, "gate", invalid)
 	}
-	if err := ctx.Err(); err != nil {
-		return r.deny(actx, call, nil, err, err, "gate", "the call's context ended before it was decided")
+	if cerr != nil {
+		return r.deny(actx, call, nil, cerr, cerr, "gate", "the call's context ended before it was decided")
 	}
-
-	// 1. The hard cap.
-	r.mu.Lock()
-	r.calls++
-	n := r.calls
-	r.mu.Unlock()
 	if n > g.maxCalls {
 		return r.deny(actx, call, nil, ErrToolLimit, nil, "budget", "max_tool_calls ("+strconv.FormatInt(g.maxCalls, 10)+") reached")
 	}
@@ -374,9 +388,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	if err := g.record(actx, rec); err != nil {
 		r.release(call)
 		settle(CallReport{})
-		r.mu.Lock()
-		r.denied++
-		r.mu.Unlock()
+		r.addDenied()
 		g.log.Error("governance: audit failed; tool not run", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
 		dec = Decision{Allow: false, Reason: "the audit record could not be written: " + strings.TrimPrefix(err.Error(), ErrAudit.Error()+": "), DecidedBy: "gate"}
 		return Outcome{Call: call, Decision: dec, Status: StatusDenied, AuditErr: err, ApprovalWait: approvalWait},
@@ -454,9 +466,7 @@ func (r *Run) deny(actx context.Context, call Call, rec *Record, kind, cause err
 	dec := Decision{Allow: false, Reason: reason, DecidedBy: by}
 	rc.Decision, rc.Reason, rc.DecidedBy, rc.Outcome = "deny", reason, by, StatusDenied
 	if kind != ErrCallFlood { // refusals of a flooded run are counted apart (RunUsage.Unaudited)
-		r.mu.Lock()
-		r.denied++
-		r.mu.Unlock()
+		r.addDenied()
 	}
 	derr := &DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: by, Kind: kind, Err: cause}
 	rc.Error = truncateUTF8(derr.Error(), maxErrorBytes)
@@ -497,7 +507,7 @@ func (g *Gate) validate(call Call, tool ToolFunc) string {
 		return "no tool function"
 	case g.maxArgs > 0 && len(call.Args) > g.maxArgs:
 		return "arguments are " + strconv.Itoa(len(call.Args)) + " bytes, more than " + strconv.Itoa(g.maxArgs)
-	case len(call.Args) > 0 && !json.Valid(call.Args):
+	case len(call.Args) > 0 && !jsonvalid.Valid(call.Args):
 		return "arguments are not valid JSON"
 	}
 	if reason := duplicateKey(call.Args); reason != "" {
@@ -590,7 +600,7 @@ func (g *Gate) redactArgs(tool string, args json.RawMessage) (out json.RawMessag
 		}
 	}()
 	out = g.redact(tool, args)
-	if len(out) > 0 && !json.Valid(out) {
+	if len(out) > 0 && !jsonvalid.Valid(out) {
 		g.log.Error("governance: redaction hook returned invalid JSON", "tool", tool)
 		return redactionInvalid
 	}
@@ -906,10 +916,10 @@ type inlineWatch struct {
 // called); otherwise the caller writes the outcome as usual.
 func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec *Record, start time.Time, settle func(CallReport),
 	span trace.Span, dec Decision, approvalWait time.Duration) ([]byte, error, bool) {
-	j := r.inlineJob()
-	j.ctx, j.actx, j.call, j.rec, j.start, j.settle = ctx, actx, call, *rec, start, settle
-	j.span, j.dec, j.approvalWait = span, dec, approvalWait
-	r.watchInline(ctx, j) // filled in first: the watch's lock orders these writes before any timer's reads
+	j := r.watchInline(ctx, func(j *inlineJob) {
+		j.ctx, j.actx, j.call, j.rec, j.start, j.settle = ctx, actx, call, *rec, start, settle
+		j.span, j.dec, j.approvalWait = span, dec, approvalWait
+	})
 	res, err := runTool(ctx, call, tool)
 	if r.unwatchInline(ctx, j) {
 		return res, err, false // no timer saw j: the tool finished first, and j is the run's spare again
@@ -922,24 +932,19 @@ func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec
 	return nil, j.terr, true
 }
 
-// inlineJob returns the run's spare job, or a new one.
-func (r *Run) inlineJob() *inlineJob {
+// watchInline takes the run's spare job (or a new one), fills it in with fill and registers it under its
+// context's watch, creating the watch (one AfterFunc) for a new context; all under one lock, which orders the
+// job's fields before any timer's reads. A watch lives until its context ends (the sandbox ends the context of
+// every exec when it returns); a context that has already ended fires at once.
+func (r *Run) watchInline(ctx context.Context, fill func(*inlineJob)) *inlineJob {
+	done := ctx.Done()
 	r.mu.Lock()
 	j := r.spare
 	r.spare = nil
-	r.mu.Unlock()
 	if j == nil {
 		j = &inlineJob{r: r}
 	}
-	return j
-}
-
-// watchInline registers j under its context's watch, creating the watch (one AfterFunc) for a new context. A
-// watch lives until its context ends (the sandbox ends the context of every exec when it returns); a context
-// that has already ended fires at once.
-func (r *Run) watchInline(ctx context.Context, j *inlineJob) {
-	done := ctx.Done()
-	r.mu.Lock()
+	fill(j)
 	w := r.watches[done]
 	first := w == nil
 	if first {
@@ -954,6 +959,7 @@ func (r *Run) watchInline(ctx context.Context, j *inlineJob) {
 	if first {
 		context.AfterFunc(ctx, func() { r.inlineCtxEnded(done) })
 	}
+	return j
 }
 
 // unwatchInline removes j from its context's watch once its tool has returned. It reports whether j was still

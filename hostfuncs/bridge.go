@@ -9,10 +9,12 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
 	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/internal/jsonvalid"
 )
 
 // The bounds of what a Bridge keeps of a run's calls (Bridge.Calls), whatever the guest sends.
@@ -68,16 +70,17 @@ type Bridge struct {
 	calls      []ToolCall
 	keptArgs   int
 	unrecorded int64
-	// inflight is the call in progress (its start, and its sequence number once the gate has given it one); its
-	// zero value, with a zero start, means none. abandoned is set by Abandon, after which nothing more is recorded.
-	inflight  inflightCall
-	abandoned bool
+	// inflight is the call in progress; its zero value, with a zero start, means none. inflightSeq is its sequence
+	// number once the gate has given it one (stored by the tool without the lock; set to 0 with inflight).
+	// abandoned is set by Abandon, after which nothing more is recorded.
+	inflight    inflightCall
+	inflightSeq atomic.Int64
+	abandoned   bool
 }
 
 type inflightCall struct {
 	name  string
 	args  json.RawMessage
-	seq   int64
 	start time.Time
 }
 
@@ -130,12 +133,11 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	start := time.Now()
 	b.mu.Lock()
 	b.inflight = inflightCall{name: name, args: args, start: start}
+	b.inflightSeq.Store(0)
 	b.mu.Unlock()
 	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source},
 		func(ctx context.Context, call governance.Call) ([]byte, error) {
-			b.mu.Lock()
-			b.inflight.seq = call.Seq
-			b.mu.Unlock()
+			b.inflightSeq.Store(call.Seq)
 			if e == nil {
 				return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, cut(name, maxToolNameBytes), strings.Join(b.reg.Names(), ", "))
 			}
@@ -147,7 +149,7 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 			if err != nil {
 				return nil, err
 			}
-			if !json.Valid(res) {
+			if !jsonvalid.Valid(res) {
 				return nil, fmt.Errorf("tool %s returned invalid JSON", e.Name)
 			}
 			return res, nil
@@ -179,12 +181,13 @@ func (b *Bridge) Abandon() []ToolCall {
 	if !b.abandoned {
 		b.abandoned = true
 		if inf := b.inflight; !inf.start.IsZero() {
+			seq := b.inflightSeq.Load()
 			tool := cut(inf.name, maxToolNameBytes)
-			c := ToolCall{Seq: inf.seq, Tool: tool, Status: string(governance.StatusAbandoned),
+			c := ToolCall{Seq: seq, Tool: tool, Status: string(governance.StatusAbandoned),
 				Reason:    "the call had not returned when the run's deadline and its grace had passed",
 				Error:     fmt.Sprintf("tool %s did not finish before the deadline; its result is discarded", tool),
 				ErrorType: "ToolError", Duration: time.Since(inf.start)}
-			b.recordLocked(c, inf.args, inf.seq != 0 || json.Valid(inf.args)) // a sequence number: the gate checked them
+			b.recordLocked(c, inf.args, seq != 0 || json.Valid(inf.args)) // a sequence number: the gate checked them
 		}
 	}
 	calls := append([]ToolCall(nil), b.calls...)
@@ -198,6 +201,7 @@ func (b *Bridge) record(c ToolCall, args json.RawMessage, valid bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.inflight = inflightCall{}
+	b.inflightSeq.Store(0)
 	if b.abandoned {
 		return
 	}

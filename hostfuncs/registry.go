@@ -14,6 +14,7 @@ import (
 	"github.com/invopop/jsonschema"
 
 	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/internal/jsonvalid"
 )
 
 // Handler runs a tool on the host. args is a JSON object that already passed the tool's parameter schema; the
@@ -166,7 +167,7 @@ func (r *Registry) Validate(name string, args json.RawMessage) error {
 	if e == nil {
 		return fmt.Errorf("hostfuncs: unknown tool %q", name)
 	}
-	if !json.Valid(args) {
+	if !jsonvalid.Valid(args) {
 		return fmt.Errorf("hostfuncs: %s: arguments are not JSON", name)
 	}
 	return e.validJSON(args)

@@ -355,15 +355,13 @@ func hostFetch(ctx context.Context, mod api.Module, stack []uint64) {
 		return
 	}
 	inst.mu.Lock()
-	resp, has := inst.pending, inst.hasResp
-	inst.mu.Unlock()
-	if !has || n < 0 || int(n) < len(resp) || !mod.Memory().Write(ptr, resp) {
+	defer inst.mu.Unlock()
+	resp := inst.pending
+	if !inst.hasResp || n < 0 || int(n) < len(resp) || !mod.Memory().Write(ptr, resp) {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
-	inst.mu.Lock()
 	inst.pending, inst.hasResp = nil, false
-	inst.mu.Unlock()
 	stack[0] = api.EncodeI32(int32(len(resp)))
 }
 
