@@ -361,8 +361,12 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	}
 
 	// 4. Approval.
+	// The call's one reading of the wall clock: its later instants (the tool's start and end) are this one plus
+	// the monotonic time since, which costs half as much to read and keeps one call's records in order even if
+	// the wall clock is stepped meanwhile.
+	decided := time.Now()
 	display := g.redactArgs(call.Tool, call.Args)
-	rec := g.baseRecord(call)
+	rec := g.baseRecordAt(call, decided)
 	g.setArgs(&rec, display)
 	dec := Decision{Allow: true, Reason: orDefault(v.Reason, "allowed by policy"), DecidedBy: "policy"}
 	var approvalWait time.Duration
@@ -396,7 +400,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	}
 
 	// 6. The tool.
-	start := time.Now()
+	start := decided.Add(time.Since(decided))
 	if inline(ctx) {
 		// The caller's goroutine is abandoned when ctx ends: the tool runs here, watched by a timer.
 		res, terr, abandoned := r.runInline(ctx, actx, call, tool, &rec, start, settle, span, dec, approvalWait)
@@ -415,8 +419,8 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 // returns the call's Outcome.
 func (r *Run) outcome(actx context.Context, call Call, dec Decision, rec *Record, res []byte, terr error, late chan struct{}, start time.Time, approvalWait time.Duration, settle func(CallReport)) (Outcome, error) {
 	g := r.g
-	end := time.Now()
-	dur := end.Sub(start)
+	dur := time.Since(start)
+	end := start.Add(dur)
 	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
 
 	// 7. The outcome.
@@ -553,10 +557,17 @@ func (g *Gate) newRecord(call Call, argsOK bool) Record {
 }
 
 // baseRecord starts the record of call, without its arguments.
-func (g *Gate) baseRecord(call Call) Record {
+func (g *Gate) baseRecord(call Call) Record { return g.baseRecordAt(call, time.Now()) }
+
+// baseRecordAt is baseRecord for a call decided at now (the gate's clock, if it has one, is read instead).
+func (g *Gate) baseRecordAt(call Call, now time.Time) Record {
+	t := now.UTC()
+	if g.now != nil {
+		t = g.now().UTC()
+	}
 	rec := Record{
 		Version: RecordVersion,
-		Time:    g.clock(),
+		Time:    t,
 		RunID:   call.RunID,
 		Seq:     call.Seq,
 		Tool:    truncateUTF8(call.Tool, maxToolNameBytes),

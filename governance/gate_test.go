@@ -805,3 +805,39 @@ func TestConcurrentRunsHaveSeparateBudgets(t *testing.T) {
 		t.Fatalf("Verify: %v, %d records, want %d", err, rep.Records, total)
 	}
 }
+
+// The two records of a call and its Outcome tell one consistent story of time: the outcome record comes after
+// the "allowed" one by at least the tool's duration, which is at least how long the tool really ran, on the
+// caller's goroutine and on the run's worker alike.
+func TestCallTimesAreConsistent(t *testing.T) {
+	for _, ctx := range []context.Context{context.Background(), t.Context()} {
+		audit := &governance.MemoryAuditor{}
+		g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: audit})
+		before := time.Now()
+		out, err := g.NewRun("r").Do(ctx, call("nap", governance.ReadOnly), func(context.Context, governance.Call) ([]byte, error) {
+			time.Sleep(20 * time.Millisecond)
+			return []byte(`1`), nil
+		})
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs := audit.Records()
+		if len(recs) != 2 {
+			t.Fatalf("%d records", len(recs))
+		}
+		allowed, done := recs[0], recs[1]
+		if out.Duration < 20*time.Millisecond || done.Duration != out.Duration {
+			t.Fatalf("Outcome.Duration %v, record's %v; the tool slept 20ms", out.Duration, done.Duration)
+		}
+		if allowed.Time.Before(before.Add(-time.Second)) || done.Time.After(after.Add(time.Second)) {
+			t.Fatalf("record times %v, %v outside the call [%v, %v]", allowed.Time, done.Time, before, after)
+		}
+		if gap := done.Time.Sub(allowed.Time); gap < out.Duration {
+			t.Fatalf("outcome record %v after the allowed one, less than the tool's %v", gap, out.Duration)
+		}
+		if done.Time.Location() != time.UTC || allowed.Time.Location() != time.UTC {
+			t.Fatalf("record times not in UTC: %v, %v", allowed.Time, done.Time)
+		}
+	}
+}
