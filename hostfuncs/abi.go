@@ -22,6 +22,13 @@ const (
 	// buffer and returns the number of bytes copied, or -1 if there is no pending response or the buffer is
 	// too small. The pending response is dropped after a successful fetch.
 	ImportFetch = "fetch"
+	// ImportCallInto is call_into(req_ptr, req_len, buf_ptr, buf_len i32) -> i32: call, and when the response is
+	// at most buf_len bytes the host writes it at buf_ptr instead of keeping it (one crossing instead of two); a
+	// larger one is kept for fetch. The return value is call's; the guest knows where the response is from its
+	// length. CallIntoBadBuffer, when [buf_ptr, +buf_len) is not inside guest memory: the request is not handled.
+	ImportCallInto = "call_into"
+	// CallIntoBadBuffer is call_into's answer for a buffer outside guest memory.
+	CallIntoBadBuffer = -1 << 31
 	// ImportTick is tick() -> i32, called by the instrumentation every TickInterval loop iterations. It returns
 	// the next counter value n > 0; a negative value -n asks the guest to raise KeyboardInterrupt (soft
 	// interrupt) and sets the counter to n. The host ends the run (hard kill) from inside tick when needed.

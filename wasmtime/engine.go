@@ -427,39 +427,79 @@ var (
 
 func valTypes(ks ...*wasmtime.ValType) []*wasmtime.ValType { return ks }
 
-// defineWasmbox defines the wasmbox_v1 import module (call, fetch, tick) in l.
+// responseLength is what call returns for resp: its length, negated for an error response.
+func responseLength(resp []byte, isErr bool) int32 {
+	if isErr {
+		return -int32(len(resp))
+	}
+	return int32(len(resp))
+}
+
+// serve handles the request [ptr, +n) of the guest: a response, an ABIError response for a request that is too
+// large or outside memory, or the trap that ends a run the host killed.
+func (inst *wasmtimeInstance) serve(c *wasmtime.Caller, ptr uint32, n int32) ([]byte, bool, *wasmtime.Trap) {
+	if n < 0 || n > hostfuncs.MaxRequestBytes {
+		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true, nil
+	}
+	req, ok := inst.callerMemory(c).Slice(ptr, uint32(n))
+	if !ok {
+		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true, nil
+	}
+	req = append([]byte(nil), req...) // always copy out of guest memory
+	resp, isErr := inst.host.Call(inst.ctx, req)
+	if k, ok := inst.host.(engine.CallKiller); ok && k.KillAfterCall() {
+		inst.killed = true
+		return nil, false, wasmtime.NewTrap("wasmbox: run killed")
+	}
+	if len(resp) > hostfuncs.MaxResponseBytes {
+		resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
+	}
+	return resp, isErr, nil
+}
+
+// defineWasmbox defines the wasmbox_v1 import module (call, call_into, fetch, tick) in l.
 func defineWasmbox(l *wasmtime.Linker) error {
 	i32i32 := wasmtime.NewFuncType(valTypes(kindI32, kindI32), valTypes(kindI32))
 	err := l.FuncNew(hostfuncs.ImportModule, hostfuncs.ImportCall, i32i32, func(c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 		inst := callerInstance(c)
-		ptr, n := uint32(a[0].I32()), a[1].I32()
 		if inst == nil || inst.host == nil {
 			return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
 		}
-		respond := func(b []byte, isErr bool) ([]wasmtime.Val, *wasmtime.Trap) {
-			inst.pending, inst.hasResp = b, true
-			if isErr {
-				return []wasmtime.Val{wasmtime.ValI32(-int32(len(b)))}, nil
-			}
-			return []wasmtime.Val{wasmtime.ValI32(int32(len(b)))}, nil
+		resp, isErr, trap := inst.serve(c, uint32(a[0].I32()), a[1].I32())
+		if trap != nil {
+			return nil, trap
 		}
-		if n < 0 || n > hostfuncs.MaxRequestBytes {
-			return respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true)
+		inst.pending, inst.hasResp = resp, true
+		return []wasmtime.Val{wasmtime.ValI32(responseLength(resp, isErr))}, nil
+	})
+	if err != nil {
+		return err
+	}
+	callInto := wasmtime.NewFuncType(valTypes(kindI32, kindI32, kindI32, kindI32), valTypes(kindI32))
+	err = l.FuncNew(hostfuncs.ImportModule, hostfuncs.ImportCallInto, callInto, func(c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
+		inst := callerInstance(c)
+		if inst == nil || inst.host == nil {
+			return []wasmtime.Val{wasmtime.ValI32(-1)}, nil
 		}
-		req, ok := inst.callerMemory(c).Slice(ptr, uint32(n))
-		if !ok {
-			return respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true)
+		buf, bufLen := uint32(a[2].I32()), a[3].I32()
+		if bufLen < 0 {
+			return []wasmtime.Val{wasmtime.ValI32(hostfuncs.CallIntoBadBuffer)}, nil
 		}
-		req = append([]byte(nil), req...) // always copy out of guest memory
-		resp, isErr := inst.host.Call(inst.ctx, req)
-		if k, ok := inst.host.(engine.CallKiller); ok && k.KillAfterCall() {
-			inst.killed = true
-			return nil, wasmtime.NewTrap("wasmbox: run killed")
+		if _, ok := inst.callerMemory(c).Slice(buf, uint32(bufLen)); !ok {
+			return []wasmtime.Val{wasmtime.ValI32(hostfuncs.CallIntoBadBuffer)}, nil
 		}
-		if len(resp) > hostfuncs.MaxResponseBytes {
-			resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
+		resp, isErr, trap := inst.serve(c, uint32(a[0].I32()), a[1].I32())
+		if trap != nil {
+			return nil, trap
 		}
-		return respond(resp, isErr)
+		// Sliced again: the host call may have grown the memory.
+		if dst, ok := inst.callerMemory(c).Slice(buf, uint32(len(resp))); ok && len(resp) <= int(bufLen) {
+			copy(dst, resp)
+			inst.pending, inst.hasResp = nil, false
+		} else {
+			inst.pending, inst.hasResp = resp, true
+		}
+		return []wasmtime.Val{wasmtime.ValI32(responseLength(resp, isErr))}, nil
 	})
 	if err != nil {
 		return err

@@ -22,6 +22,7 @@ import (
 
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/enginetest"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 	"github.com/wasmbox/wasmbox/internal/wasmbin"
 	"github.com/wasmbox/wasmbox/internal/zipfs"
@@ -709,4 +710,25 @@ func TestWasmtimeConcurrent(t *testing.T) {
 	for err := range errs {
 		t.Error(err)
 	}
+}
+
+// TestWasmtimeCallIntoBounds: the same bounds as the wazero engine's (enginetest.CheckCallInto).
+func TestWasmtimeCallIntoBounds(t *testing.T) {
+	ctx := context.Background()
+	eng, err := newWasmtime(ctx, wasmtimeConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer eng.Close(ctx)
+	mod, err := eng.Compile(ctx, enginetest.ABIModule())
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &enginetest.EchoHost{}
+	inst, err := mod.Instantiate(ctx, engine.InstanceConfig{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(ctx)
+	enginetest.CheckCallInto(t, inst, host)
 }

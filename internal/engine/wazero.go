@@ -53,6 +53,8 @@ func NewWazero(ctx context.Context, cfg WazeroConfig) (Engine, error) {
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(hostfuncs.ImportCall).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostFetch),
 		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(hostfuncs.ImportFetch).
+		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostCallInto),
+		[]api.ValueType{api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32, api.ValueTypeI32}, []api.ValueType{api.ValueTypeI32}).Export(hostfuncs.ImportCallInto).
 		NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(hostTick),
 		nil, []api.ValueType{api.ValueTypeI32}).Export(hostfuncs.ImportTick).
 		Instantiate(ctx)
@@ -271,9 +273,7 @@ func (i *wazeroInstance) Recycle() error {
 	}
 	err := i.wasi.Close()
 	i.wasi, i.host = nil, nil
-	i.mu.Lock()
-	i.pending, i.hasResp = nil, false
-	i.mu.Unlock()
+	i.drop()
 	i.killed = false
 	if err != nil {
 		i.failed = true
@@ -310,40 +310,80 @@ func instanceFrom(ctx context.Context) *wazeroInstance {
 // hostCall implements call(req_ptr, req_len) -> i32.
 func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	inst := instanceFrom(ctx)
-	ptr, n := api.DecodeU32(stack[0]), api.DecodeI32(stack[1])
-	respond := func(b []byte, isErr bool) {
-		inst.mu.Lock()
-		inst.pending, inst.hasResp = b, true
-		inst.mu.Unlock()
-		if isErr {
-			stack[0] = api.EncodeI32(-int32(len(b)))
-		} else {
-			stack[0] = api.EncodeI32(int32(len(b)))
-		}
-	}
 	if inst == nil || inst.host == nil {
 		stack[0] = api.EncodeI32(-1) // nothing to fetch: the guest sees an empty error
 		return
 	}
-	if n < 0 || n > hostfuncs.MaxRequestBytes {
-		respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true)
+	resp, isErr := inst.serve(ctx, mod, api.DecodeU32(stack[0]), api.DecodeI32(stack[1]))
+	inst.keep(resp)
+	stack[0] = api.EncodeI32(responseLength(resp, isErr))
+}
+
+// hostCallInto implements call_into(req_ptr, req_len, buf_ptr, buf_len) -> i32: call, with a response that fits
+// written into the guest's buffer rather than kept for fetch.
+func hostCallInto(ctx context.Context, mod api.Module, stack []uint64) {
+	inst := instanceFrom(ctx)
+	if inst == nil || inst.host == nil {
+		stack[0] = api.EncodeI32(-1)
 		return
+	}
+	buf, bufLen := api.DecodeU32(stack[2]), api.DecodeI32(stack[3])
+	mem := mod.Memory()
+	if bufLen < 0 || uint64(buf)+uint64(bufLen) > uint64(mem.Size()) {
+		stack[0] = api.EncodeI32(hostfuncs.CallIntoBadBuffer)
+		return
+	}
+	resp, isErr := inst.serve(ctx, mod, api.DecodeU32(stack[0]), api.DecodeI32(stack[1]))
+	if len(resp) <= int(bufLen) && mem.Write(buf, resp) {
+		inst.drop() // delivered: nothing left to fetch
+	} else {
+		inst.keep(resp)
+	}
+	stack[0] = api.EncodeI32(responseLength(resp, isErr))
+}
+
+// responseLength is what call returns for resp: its length, negated for an error response.
+func responseLength(resp []byte, isErr bool) int32 {
+	if isErr {
+		return -int32(len(resp))
+	}
+	return int32(len(resp))
+}
+
+// keep makes resp the instance's pending response, for fetch.
+func (i *wazeroInstance) keep(resp []byte) {
+	i.mu.Lock()
+	i.pending, i.hasResp = resp, true
+	i.mu.Unlock()
+}
+
+// drop forgets the pending response, if any.
+func (i *wazeroInstance) drop() {
+	i.mu.Lock()
+	i.pending, i.hasResp = nil, false
+	i.mu.Unlock()
+}
+
+// serve handles the request [ptr, +n) of the guest: a response, or an ABIError response for a request that is
+// too large or outside memory. It ends the run (a panic wazero turns into the guest's exit) when the host says.
+func (i *wazeroInstance) serve(ctx context.Context, mod api.Module, ptr uint32, n int32) ([]byte, bool) {
+	if n < 0 || n > hostfuncs.MaxRequestBytes {
+		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true
 	}
 	req, ok := mod.Memory().Read(ptr, uint32(n))
 	if !ok {
-		respond(hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true)
-		return
+		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true
 	}
 	req = append([]byte(nil), req...) // always copy out of guest memory
-	resp, isErr := inst.host.Call(ctx, req)
-	if k, ok := inst.host.(CallKiller); ok && k.KillAfterCall() {
-		inst.killed = true
+	resp, isErr := i.host.Call(ctx, req)
+	if k, ok := i.host.(CallKiller); ok && k.KillAfterCall() {
+		i.killed = true
 		panic(sys.NewExitError(killExitCode))
 	}
 	if len(resp) > hostfuncs.MaxResponseBytes {
 		resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
 	}
-	respond(resp, isErr)
+	return resp, isErr
 }
 
 // hostFetch implements fetch(buf_ptr, buf_len) -> i32.
