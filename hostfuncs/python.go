@@ -128,6 +128,18 @@ if _builtins.hasattr(_wasmbox, "call_tool"):
 else:
     _call_tool = _call_tool_py
 
+# Each tool function below is replaced by a C callable that binds its arguments as the function would and encodes
+# them straight into the request (no Python frame, no dict per call). It carries the function's name, docstring
+# and annotations, and the function itself as __wrapped__, which inspect.signature and help() follow.
+if _builtins.hasattr(_wasmbox, "tool"):
+    import functools as _functools
+
+    def _wrap(_f, _name, _params, _nrequired):
+        return _functools.update_wrapper(_wasmbox.tool(_name, _params, _nrequired), _f)
+else:
+    def _wrap(_f, _name, _params, _nrequired):
+        return _f
+
 def call(name, /, **kwargs):
     """Call the tool called name with keyword arguments; returns its JSON-decoded result."""
     return _call_tool(name, kwargs)
@@ -184,6 +196,14 @@ func writeFunc(b *strings.Builder, e *entry) {
 		args[i] = fmt.Sprintf("%s: %s", pyStr(p.Name), p.Name)
 	}
 	fmt.Fprintf(b, "    return _call_tool(%s, {%s})\n", pyStr(e.Name), strings.Join(args, ", "))
+	names, required := make([]string, len(e.params)), 0
+	for i, p := range e.params {
+		names[i] = pyStr(p.Name) + ","
+		if p.Required {
+			required++
+		}
+	}
+	fmt.Fprintf(b, "%s = _wrap(%s, %s, (%s), %d)\n", e.Name, e.Name, pyStr(e.Name), strings.Join(names, " "), required)
 }
 
 func signature(e *entry) string {

@@ -293,19 +293,30 @@ def attempt(f):
         return repr(f())
     except BaseException as e:
         return "%s(%r, tool=%r)" % (type(e).__name__, str(e), getattr(e, "tool", None))
+PY = False
+def tool(name):
+    # The tool's C callable, or (PY) the generated Python function it wraps, which calls _call_tool.
+    f = getattr(tools, name)
+    return f.__wrapped__ if PY else f
 def suite():
     out = []
-    out.append(attempt(lambda: tools.echo(v={"s": "héllo ✓", "n": [1, 2.5, None, True], "big": 2**70})))
-    out.append(attempt(lambda: tools.echo(v=1)))            # the optional argument is omitted
-    out.append(attempt(lambda: tools.echo(v=1, opt=2)))
-    out.append(attempt(lambda: tools.echo(v=object())))
-    out.append(attempt(lambda: tools.echo(v=math.inf)))
-    out.append(attempt(lambda: tools.get_order("none")))
-    out.append(attempt(lambda: tools.get_order(5)))
+    out.append(attempt(lambda: tool("echo")(v={"s": "héllo ✓", "n": [1, 2.5, None, True], "big": 2**70})))
+    out.append(attempt(lambda: tool("echo")(v=1)))            # the optional argument is omitted
+    out.append(attempt(lambda: tool("echo")(v=1, opt=2)))
+    out.append(attempt(lambda: tool("echo")(v=object())))
+    out.append(attempt(lambda: tool("echo")(v=math.inf)))
+    out.append(attempt(lambda: tool("get_order")("none")))
+    out.append(attempt(lambda: tool("get_order")(5)))
     out.append(attempt(lambda: tools.call("nope")))
     out.append(attempt(lambda: tools.call(5)).split("(")[0])  # TypeError in both, worded differently
-    out.append(attempt(lambda: tools.boom()))
-    out.append(attempt(lambda: tools.spaced()))
+    out.append(attempt(lambda: tool("boom")()))
+    out.append(attempt(lambda: tool("spaced")()))
+    # Arguments that do not fit the signature: the same TypeError, word for word.
+    out.append(attempt(lambda: tool("echo")()))
+    out.append(attempt(lambda: tool("echo")(1, 2)))
+    out.append(attempt(lambda: tool("echo")(1, 2, opt=3)))
+    out.append(attempt(lambda: tool("echo")(v=1, zz=2)))
+    out.append(attempt(lambda: tool("echo")(1, v=2)))
     # Arguments and results of every common shape, and the edges of each: the direct JSON paths of the C call
     # must give what the json module gives.
     r = random.Random(7)
@@ -321,21 +332,21 @@ def suite():
         if k in (6, 7): return [rval(d + 1) for _ in range(r.randrange(0, 4))]
         if k == 8: return tuple(rval(d + 1) for _ in range(r.randrange(0, 3)))
         return {rstr(): rval(d + 1) for _ in range(r.randrange(0, 4))}
-    out.extend(attempt(lambda: tools.echo(v=rval())) for _ in range(300))
+    out.extend(attempt(lambda: tool("echo")(v=rval())) for _ in range(300))
     nest = 1
     for _ in range(37):
         nest = [nest]
-    out.append(attempt(lambda: tools.echo(v=nest)))
+    out.append(attempt(lambda: tool("echo")(v=nest)))
     for t in ['1', '-0', '01', '1.', '1e5', '1E+5', '-1.5e-300', '1e400', '123456789012345678901234', '9223372036854775808',
               '-9223372036854775808', 'NaN', '-Infinity', 'true', 'nul', ' 5 ', '[1,2,]', '{"a":1,"a":2}',
               '{"a" : [ 1 , {"b" : null} ] }', '{a:1}', '"\\u00e9"', '"\\ud83d\\ude00"', '"\\ud800"', '"\\udc00x"',
               '"\\x"', '"a\\/b"', '"tab\there"', '"\\u003c\\u0026"', '[' * 40 + ']' * 40, '{"k":' * 35 + '1' + '}' * 35,
               '[1] [2]', '', '"\xe9"', '[1.5,-2,"\\n"]']:
-        out.append(attempt(lambda: tools.raw(t)))
+        out.append(attempt(lambda: tool("raw")(t)))
     return out
-print("C path", tools._call_tool is getattr(_wasmbox, "call_tool", None))
+print("C path", tools._call_tool is getattr(_wasmbox, "call_tool", None), type(tools.echo) is _wasmbox.Tool)
 c = suite()
-tools._call_tool = tools._call_tool_py
+tools._call_tool, PY = tools._call_tool_py, True
 p = suite()
 for a, b in zip(c, p):
     print("same" if a == b else "DIFFERENT", a, "|", b)
@@ -345,7 +356,7 @@ for a, b in zip(c, p):
 		t.Fatalf("exception: %s", res.Exception.Traceback)
 	}
 	lines := strings.Split(strings.TrimSpace(res.Stdout), "\n")
-	if len(lines) != 12+300+1+34 || lines[0] != "C path True" {
+	if len(lines) != 17+300+1+34 || lines[0] != "C path True True" {
 		t.Fatalf("stdout:\n%s", res.Stdout)
 	}
 	for _, l := range lines[1:] {
@@ -353,5 +364,5 @@ for a, b in zip(c, p):
 			t.Errorf("%s", l)
 		}
 	}
-	t.Logf("\n%s", strings.Join(lines[:12], "\n"))
+	t.Logf("\n%s", strings.Join(lines[:17], "\n"))
 }

@@ -7,6 +7,9 @@
  *   call(req_ptr, req_len) -> i32   host handles a JSON request, keeps the response; returns its length,
  *                                   or the negated length of an error response
  *   fetch(buf_ptr, buf_len) -> i32  host copies the pending response into a buffer the guest allocated
+ *   call_into(req_ptr, req_len, buf_ptr, buf_len) -> i32
+ *                                   call, and the response written into [buf_ptr, +buf_len) when it fits
+ *                                   (nothing pending then); INT32_MIN if that buffer is outside memory
  *   tick() -> i32                   called by the build-time loop instrumentation; returns the next counter
  *                                   value, negative to ask for a KeyboardInterrupt
  *
@@ -16,6 +19,7 @@
 #include "Python.h"
 #include <math.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -25,6 +29,7 @@
 
 WASMBOX_IMPORT("call") int32_t wasmbox_host_call(const void *req, int32_t req_len);
 WASMBOX_IMPORT("fetch") int32_t wasmbox_host_fetch(void *buf, int32_t buf_len);
+WASMBOX_IMPORT("call_into") int32_t wasmbox_host_call_into(const void *req, int32_t req_len, void *buf, int32_t buf_len);
 WASMBOX_IMPORT("tick") int32_t wasmbox_host_tick(void);
 
 /* Responses larger than this are refused on the guest side too (the host enforces its own, smaller cap). */
@@ -92,6 +97,7 @@ typedef struct {
     PyObject *missing;  /* the sentinel of omitted optional parameters */
     PyObject *fallback; /* fallback(kind, name, payload): 0 encode error (payload: exception), 1 host error
                            response (payload: bytes), 2 response the fast decoder refused (payload: bytes) */
+    PyObject *tool_type; /* the type of the objects tool() makes */
 } wasmbox_state;
 
 static inline wasmbox_state *
@@ -759,11 +765,104 @@ fast_decode_all(const char *s, size_t n, PyObject **out)
     return 1;
 }
 
+/* Sends the tool request in req (freed here) and decodes the host's answer: the result, or the exception the
+   fallback raises. */
+static PyObject *
+tool_send(wasmbox_state *st, PyObject *name, wbuf *req)
+{
+    /* One crossing when the response fits the stack buffer (call_into writes it there); a larger one stays
+       pending in the host, and is fetched into a buffer of its size. */
+    char stack_resp[WASMBOX_STACK_BUF];
+    int32_t n = wasmbox_host_call_into(req->p, (int32_t)req->len, stack_resp, (int32_t)sizeof stack_resp);
+    wbuf_free(req);
+    if (n == INT32_MIN) {
+        PyErr_SetString(PyExc_RuntimeError, "wasmbox: the host found the response buffer outside memory");
+        return NULL;
+    }
+    int ok = n >= 0;
+    int64_t len = ok ? (int64_t)n : -(int64_t)n;
+    if (len > WASMBOX_MAX_RESPONSE) {
+        PyErr_SetString(PyExc_RuntimeError, "wasmbox: host response too large");
+        return NULL;
+    }
+    char *resp = len <= (int64_t)sizeof stack_resp ? stack_resp : PyMem_Malloc((size_t)len);
+    if (resp == NULL) {
+        return PyErr_NoMemory();
+    }
+    if (resp != stack_resp) {
+        int32_t got = wasmbox_host_fetch(resp, (int32_t)len);
+        if (got != (int32_t)len) {
+            PyMem_Free(resp);
+            PyErr_Format(PyExc_RuntimeError, "wasmbox: fetch returned %d, expected %d", (int)got, (int)len);
+            return NULL;
+        }
+    }
+    PyObject *result = NULL;
+    if (!ok) {
+        result = call_fallback(st, 1, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
+        goto done;
+    }
+    int fast_r = fast_decode_all(resp, (size_t)len, &result);
+    if (fast_r != 0) {
+        goto done; /* decoded, or an error such as MemoryError */
+    }
+    result = NULL;
+    PyObject *text = PyUnicode_DecodeUTF8(resp, (Py_ssize_t)len, "strict");
+    if (text == NULL) {
+        /* Let the fallback raise the usual decoding error. */
+        PyErr_Clear();
+        result = call_fallback(st, 2, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
+        goto done;
+    }
+    PyObject *idx = PyLong_FromLong(0);
+    PyObject *sargs[2] = {text, idx};
+    PyObject *scanned = idx ? PyObject_Vectorcall(st->scan, sargs, 2, NULL) : NULL;
+    Py_XDECREF(idx);
+    if (scanned != NULL && PyTuple_Check(scanned) && PyTuple_GET_SIZE(scanned) == 2) {
+        Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(scanned, 1));
+        Py_ssize_t tlen = PyUnicode_GET_LENGTH(text);
+        int trailing = 0;
+        if (end == -1 && PyErr_Occurred()) {
+            trailing = 1;
+            PyErr_Clear();
+        }
+        for (Py_ssize_t i = end; !trailing && i < tlen; i++) {
+            Py_UCS4 c = PyUnicode_READ_CHAR(text, i);
+            if (!Py_UNICODE_ISSPACE(c)) {
+                trailing = 1;
+            }
+        }
+        if (!trailing) {
+            result = Py_NewRef(PyTuple_GET_ITEM(scanned, 0));
+            Py_DECREF(scanned);
+            Py_DECREF(text);
+            goto done;
+        }
+    }
+    else if (scanned == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
+            Py_DECREF(text);
+            goto done; /* e.g. MemoryError or RecursionError: as json.loads would raise it */
+        }
+        PyErr_Clear();
+    }
+    Py_XDECREF(scanned);
+    Py_DECREF(text);
+    result = call_fallback(st, 2, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
+done:
+    if (resp != stack_resp) {
+        PyMem_Free(resp);
+    }
+    return result;
+}
+
 PyDoc_STRVAR(call_tool_doc,
 "call_tool(name: str, kwargs: dict) -> object\n\n"
 "Call one tool through the host (the ABI's tool fast path): encode kwargs as JSON (dropping arguments that are\n"
 "the missing sentinel), send \"T\" name \"\\n\" arguments, and decode the JSON result. Failures go through the\n"
 "fallback given to tool_setup, which raises the tool exception.");
+
+static PyObject *tool_call_kwargs(wasmbox_state *st, PyObject *name, PyObject *kwargs);
 
 static PyObject *
 wasmbox_call_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
@@ -782,6 +881,13 @@ wasmbox_call_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_TypeError, "call_tool expects a str and a dict");
         return NULL;
     }
+    return tool_call_kwargs(st, name, kwargs);
+}
+
+/* call_tool(name, kwargs) once its arguments are checked: name a str, kwargs a dict. */
+static PyObject *
+tool_call_kwargs(wasmbox_state *st, PyObject *name, PyObject *kwargs)
+{
     /* "T" name "\n" arguments, built in place. */
     Py_ssize_t name_len;
     const char *name_s = PyUnicode_AsUTF8AndSize(name, &name_len);
@@ -852,87 +958,327 @@ wasmbox_call_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         Py_DECREF(enc);
     }
-    int32_t n = wasmbox_host_call(req.p, (int32_t)req.len);
-    wbuf_free(&req);
+    return tool_send(st, name, &req);
+}
 
-    int ok = n >= 0;
-    int64_t len = ok ? (int64_t)n : -(int64_t)n;
-    if (len > WASMBOX_MAX_RESPONSE) {
-        PyErr_SetString(PyExc_RuntimeError, "wasmbox: host response too large");
-        return NULL;
+/*
+ * Tool objects: the functions of the generated tools module. tool(name, params, nrequired) makes one; the module
+ * copies the Python function it replaces onto it (functools.update_wrapper: name, docstring, annotations and
+ * __wrapped__, which inspect.signature and help() follow). A call binds its arguments as that function would
+ * (the first nrequired parameters positional or keyword and required, the rest keyword-only and optional) and
+ * encodes them straight into the request: no Python frame and no dict per call.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *name;       /* the tool's name: str */
+    PyObject *params;     /* tuple of str: the parameters in signature order */
+    Py_ssize_t nrequired; /* how many of them, from the first, are required */
+    PyObject *module;     /* _wasmbox, whose state holds the encoder and the fallback */
+    PyObject *dict;       /* __dict__ */
+    vectorcallfunc vectorcall;
+} ToolObject;
+
+#define WASMBOX_TOOL_STACK_PARAMS 16
+
+/* Raises CPython's TypeError for missing required arguments: "f() missing 1 required positional argument: 'x'",
+   "... 2 required positional arguments: 'x' and 'y'", "... 3 ...: 'x', 'y', and 'z'". */
+static void
+tool_missing_error(ToolObject *self, PyObject **vals)
+{
+    PyObject *names = PyList_New(0);
+    if (names == NULL) {
+        return;
     }
-    char stack_resp[WASMBOX_STACK_BUF];
-    char *resp = len <= (int64_t)sizeof stack_resp ? stack_resp : PyMem_Malloc((size_t)len);
-    if (resp == NULL) {
+    for (Py_ssize_t i = 0; i < self->nrequired; i++) {
+        if (vals[i] != NULL) {
+            continue;
+        }
+        PyObject *r = PyObject_Repr(PyTuple_GET_ITEM(self->params, i));
+        if (r == NULL || PyList_Append(names, r) < 0) {
+            Py_XDECREF(r);
+            Py_DECREF(names);
+            return;
+        }
+        Py_DECREF(r);
+    }
+    Py_ssize_t n = PyList_GET_SIZE(names);
+    PyObject *text = NULL;
+    if (n == 1) {
+        text = Py_NewRef(PyList_GET_ITEM(names, 0));
+    }
+    else if (n == 2) {
+        text = PyUnicode_FromFormat("%U and %U", PyList_GET_ITEM(names, 0), PyList_GET_ITEM(names, 1));
+    }
+    else {
+        PyObject *sep = PyUnicode_FromString(", ");
+        PyObject *head = sep ? PyList_GetSlice(names, 0, n - 1) : NULL;
+        PyObject *joined = head ? PyUnicode_Join(sep, head) : NULL;
+        text = joined ? PyUnicode_FromFormat("%U, and %U", joined, PyList_GET_ITEM(names, n - 1)) : NULL;
+        Py_XDECREF(sep);
+        Py_XDECREF(head);
+        Py_XDECREF(joined);
+    }
+    if (text != NULL) {
+        PyErr_Format(PyExc_TypeError, "%U() missing %zd required positional argument%s: %U", self->name, n,
+                     n == 1 ? "" : "s", text);
+        Py_DECREF(text);
+    }
+    Py_DECREF(names);
+}
+
+static PyObject *
+tool_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kwnames)
+{
+    ToolObject *self = (ToolObject *)op;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t np = PyTuple_GET_SIZE(self->params);
+    PyObject *stackvals[WASMBOX_TOOL_STACK_PARAMS] = {NULL};
+    PyObject **vals = stackvals;
+    if (np > WASMBOX_TOOL_STACK_PARAMS && (vals = PyMem_Calloc((size_t)np, sizeof *vals)) == NULL) {
         return PyErr_NoMemory();
     }
-    if (len > 0) {
-        int32_t got = wasmbox_host_fetch(resp, (int32_t)len);
-        if (got != (int32_t)len) {
-            if (resp != stack_resp) {
-                PyMem_Free(resp);
-            }
-            PyErr_Format(PyExc_RuntimeError, "wasmbox: fetch returned %d, expected %d", (int)got, (int)len);
-            return NULL;
-        }
-    }
+    /* Bound in CPython's order, with its messages: positional arguments, then keywords, then the count of
+       positional arguments, then what is missing. */
     PyObject *result = NULL;
-    if (!ok) {
-        result = call_fallback(st, 1, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
-        goto done;
+    for (Py_ssize_t i = 0; i < nargs && i < self->nrequired; i++) {
+        vals[i] = args[i];
     }
-    int fast_r = fast_decode_all(resp, (size_t)len, &result);
-    if (fast_r != 0) {
-        goto done; /* decoded, or an error such as MemoryError */
-    }
-    result = NULL;
-    PyObject *text = PyUnicode_DecodeUTF8(resp, (Py_ssize_t)len, "strict");
-    if (text == NULL) {
-        /* Let the fallback raise the usual decoding error. */
-        PyErr_Clear();
-        result = call_fallback(st, 2, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
-        goto done;
-    }
-    PyObject *idx = PyLong_FromLong(0);
-    PyObject *sargs[2] = {text, idx};
-    PyObject *scanned = idx ? PyObject_Vectorcall(st->scan, sargs, 2, NULL) : NULL;
-    Py_XDECREF(idx);
-    if (scanned != NULL && PyTuple_Check(scanned) && PyTuple_GET_SIZE(scanned) == 2) {
-        Py_ssize_t end = PyLong_AsSsize_t(PyTuple_GET_ITEM(scanned, 1));
-        Py_ssize_t tlen = PyUnicode_GET_LENGTH(text);
-        int trailing = 0;
-        if (end == -1 && PyErr_Occurred()) {
-            trailing = 1;
-            PyErr_Clear();
+    Py_ssize_t nkw = kwnames == NULL ? 0 : PyTuple_GET_SIZE(kwnames);
+    for (Py_ssize_t k = 0; k < nkw; k++) {
+        PyObject *key = PyTuple_GET_ITEM(kwnames, k);
+        Py_ssize_t j = 0;
+        while (j < np && PyTuple_GET_ITEM(self->params, j) != key) {
+            j++;
         }
-        for (Py_ssize_t i = end; !trailing && i < tlen; i++) {
-            Py_UCS4 c = PyUnicode_READ_CHAR(text, i);
-            if (!Py_UNICODE_ISSPACE(c)) {
-                trailing = 1;
+        for (Py_ssize_t i = 0; j == np && i < np; i++) {
+            int cmp = PyObject_RichCompareBool(PyTuple_GET_ITEM(self->params, i), key, Py_EQ);
+            if (cmp < 0) {
+                goto done;
+            }
+            if (cmp) {
+                j = i;
             }
         }
-        if (!trailing) {
-            result = Py_NewRef(PyTuple_GET_ITEM(scanned, 0));
-            Py_DECREF(scanned);
-            Py_DECREF(text);
+        if (j == np) {
+            PyErr_Format(PyExc_TypeError, "%U() got an unexpected keyword argument '%S'", self->name, key);
+            goto done;
+        }
+        if (vals[j] != NULL) {
+            PyErr_Format(PyExc_TypeError, "%U() got multiple values for argument '%S'", self->name, key);
+            goto done;
+        }
+        vals[j] = args[nargs + k];
+    }
+    if (nargs > self->nrequired) {
+        Py_ssize_t kwonly = 0;
+        for (Py_ssize_t i = self->nrequired; i < np; i++) {
+            kwonly += vals[i] != NULL;
+        }
+        PyObject *extra = kwonly == 0 ? PyUnicode_FromString("")
+                                      : PyUnicode_FromFormat(" positional argument%s (and %zd keyword-only argument%s)",
+                                                             nargs != 1 ? "s" : "", kwonly, kwonly != 1 ? "s" : "");
+        if (extra != NULL) {
+            PyErr_Format(PyExc_TypeError, "%U() takes %zd positional argument%s but %zd%U %s given", self->name,
+                         self->nrequired, self->nrequired == 1 ? "" : "s", nargs, extra,
+                         nargs == 1 && kwonly == 0 ? "was" : "were");
+            Py_DECREF(extra);
+        }
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < self->nrequired; i++) {
+        if (vals[i] == NULL) {
+            tool_missing_error(self, vals);
             goto done;
         }
     }
-    else if (scanned == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_StopIteration)) {
-            Py_DECREF(text);
-            goto done; /* e.g. MemoryError or RecursionError: as json.loads would raise it */
-        }
-        PyErr_Clear();
+    wasmbox_state *st = get_state(self->module);
+    if (st->encoder == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "wasmbox: tool called before tool_setup");
+        goto done;
     }
-    Py_XDECREF(scanned);
-    Py_DECREF(text);
-    result = call_fallback(st, 2, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
+    Py_ssize_t name_len;
+    const char *name_s = PyUnicode_AsUTF8AndSize(self->name, &name_len);
+    if (name_s == NULL) {
+        goto done;
+    }
+    char stack_req[WASMBOX_STACK_BUF];
+    wbuf req = {stack_req, 0, sizeof stack_req, stack_req};
+    int fast = wbuf_byte(&req, 'T') < 0 || wbuf_put(&req, name_s, (size_t)name_len) < 0 ||
+               wbuf_put(&req, "\n{", 2) < 0 ? -1 : 1;
+    int first = 1;
+    for (Py_ssize_t i = 0; fast > 0 && i < np; i++) {
+        PyObject *v = vals[i];
+        if (v == NULL || v == st->missing) {
+            continue;
+        }
+        if (!first && wbuf_byte(&req, ',') < 0) {
+            fast = -1;
+            break;
+        }
+        first = 0;
+        fast = fast_encode_str(&req, PyTuple_GET_ITEM(self->params, i));
+        if (fast > 0 && wbuf_byte(&req, ':') < 0) {
+            fast = -1;
+        }
+        if (fast > 0) {
+            fast = fast_encode(&req, v, 1, NULL);
+        }
+    }
+    if (fast > 0 && wbuf_byte(&req, '}') < 0) {
+        fast = -1;
+    }
+    if (fast > 0) {
+        result = tool_send(st, self->name, &req);
+        goto done;
+    }
+    wbuf_free(&req);
+    if (fast < 0) {
+        goto done;
+    }
+    /* A value the direct path does not handle: call_tool's path with the same arguments, as a dict. */
+    PyObject *kwargs = PyDict_New();
+    if (kwargs == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t i = 0; i < np; i++) {
+        if (vals[i] != NULL && vals[i] != st->missing && PyDict_SetItem(kwargs, PyTuple_GET_ITEM(self->params, i), vals[i]) < 0) {
+            Py_DECREF(kwargs);
+            goto done;
+        }
+    }
+    result = tool_call_kwargs(st, self->name, kwargs);
+    Py_DECREF(kwargs);
 done:
-    if (resp != stack_resp) {
-        PyMem_Free(resp);
+    if (vals != stackvals) {
+        PyMem_Free(vals);
     }
     return result;
+}
+
+static int
+tool_traverse(PyObject *op, visitproc visit, void *arg)
+{
+    ToolObject *self = (ToolObject *)op;
+    Py_VISIT(Py_TYPE(op));
+    Py_VISIT(self->name);
+    Py_VISIT(self->params);
+    Py_VISIT(self->module);
+    Py_VISIT(self->dict);
+    return 0;
+}
+
+static int
+tool_clear(PyObject *op)
+{
+    ToolObject *self = (ToolObject *)op;
+    Py_CLEAR(self->name);
+    Py_CLEAR(self->params);
+    Py_CLEAR(self->module);
+    Py_CLEAR(self->dict);
+    return 0;
+}
+
+static void
+tool_dealloc(PyObject *op)
+{
+    PyTypeObject *tp = Py_TYPE(op);
+    PyObject_GC_UnTrack(op);
+    (void)tool_clear(op);
+    tp->tp_free(op);
+    Py_DECREF(tp);
+}
+
+static PyObject *
+tool_repr(PyObject *op)
+{
+    return PyUnicode_FromFormat("<tool %U>", ((ToolObject *)op)->name);
+}
+
+/* Like a Python function: a class attribute binds as a method. */
+static PyObject *
+tool_descr_get(PyObject *op, PyObject *obj, PyObject *Py_UNUSED(type))
+{
+    if (obj == NULL || obj == Py_None) {
+        return Py_NewRef(op);
+    }
+    return PyMethod_New(op, obj);
+}
+
+static PyMemberDef tool_members[] = {
+    {"__dictoffset__", Py_T_PYSSIZET, offsetof(ToolObject, dict), Py_READONLY},
+    {"__vectorcalloffset__", Py_T_PYSSIZET, offsetof(ToolObject, vectorcall), Py_READONLY},
+    {NULL},
+};
+
+static PyGetSetDef tool_getset[] = {
+    {"__dict__", PyObject_GenericGetDict, PyObject_GenericSetDict, NULL, NULL},
+    {NULL},
+};
+
+static PyType_Slot tool_slots[] = {
+    {Py_tp_doc, "A tool of the sandbox: calls it through the host's governance gate."},
+    {Py_tp_dealloc, tool_dealloc},
+    {Py_tp_traverse, tool_traverse},
+    {Py_tp_clear, tool_clear},
+    {Py_tp_call, PyVectorcall_Call},
+    {Py_tp_repr, tool_repr},
+    {Py_tp_descr_get, tool_descr_get},
+    {Py_tp_members, tool_members},
+    {Py_tp_getset, tool_getset},
+    {0, NULL},
+};
+
+static PyType_Spec tool_spec = {
+    .name = "_wasmbox.Tool",
+    .basicsize = sizeof(ToolObject),
+    .flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_IMMUTABLETYPE,
+    .slots = tool_slots,
+};
+
+PyDoc_STRVAR(tool_doc,
+"tool(name: str, params: tuple[str, ...], nrequired: int) -> Tool\n\n"
+"Make the callable of one tool: params are its parameter names in signature order, of which the first\n"
+"nrequired are required (positional or keyword) and the rest keyword-only. Calls go through call_tool's path.");
+
+static PyObject *
+wasmbox_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "tool expects 3 arguments");
+        return NULL;
+    }
+    PyObject *name = args[0], *params = args[1];
+    if (!PyUnicode_CheckExact(name) || !PyTuple_CheckExact(params)) {
+        PyErr_SetString(PyExc_TypeError, "tool expects a str, a tuple of str and an int");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(params); i++) {
+        if (!PyUnicode_CheckExact(PyTuple_GET_ITEM(params, i))) {
+            PyErr_SetString(PyExc_TypeError, "tool: parameter names must be str");
+            return NULL;
+        }
+    }
+    Py_ssize_t nrequired = PyLong_AsSsize_t(args[2]);
+    if (nrequired == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (nrequired < 0 || nrequired > PyTuple_GET_SIZE(params)) {
+        PyErr_SetString(PyExc_ValueError, "tool: nrequired out of range");
+        return NULL;
+    }
+    wasmbox_state *st = get_state(module);
+    ToolObject *t = PyObject_GC_New(ToolObject, (PyTypeObject *)st->tool_type);
+    if (t == NULL) {
+        return NULL;
+    }
+    t->name = Py_NewRef(name);
+    t->params = Py_NewRef(params);
+    t->nrequired = nrequired;
+    t->module = Py_NewRef(module);
+    t->dict = NULL;
+    t->vectorcall = tool_vectorcall;
+    PyObject_GC_Track(t);
+    return (PyObject *)t;
 }
 
 PyDoc_STRVAR(tick_doc, "tick() -> int\n\nCall the host's deadline check once (for tests); returns its answer.");
@@ -948,12 +1294,18 @@ static PyMethodDef wasmbox_methods[] = {
     {"tick", wasmbox_tick, METH_NOARGS, tick_doc},
     {"tool_setup", _PyCFunction_CAST(wasmbox_tool_setup), METH_FASTCALL, tool_setup_doc},
     {"call_tool", _PyCFunction_CAST(wasmbox_call_tool), METH_FASTCALL, call_tool_doc},
+    {"tool", _PyCFunction_CAST(wasmbox_tool), METH_FASTCALL, tool_doc},
     {NULL, NULL, 0, NULL},
 };
 
 static int
 wasmbox_exec_module(PyObject *m)
 {
+    wasmbox_state *st = get_state(m);
+    st->tool_type = PyType_FromModuleAndSpec(m, &tool_spec, NULL);
+    if (st->tool_type == NULL || PyModule_AddObjectRef(m, "Tool", st->tool_type) < 0) {
+        return -1;
+    }
     if (PyModule_AddIntConstant(m, "ABI_VERSION", WASMBOX_ABI_VERSION) < 0) {
         return -1;
     }
@@ -974,6 +1326,7 @@ wasmbox_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->scan);
     Py_VISIT(st->missing);
     Py_VISIT(st->fallback);
+    Py_VISIT(st->tool_type);
     return 0;
 }
 
@@ -985,6 +1338,7 @@ wasmbox_clear(PyObject *m)
     Py_CLEAR(st->scan);
     Py_CLEAR(st->missing);
     Py_CLEAR(st->fallback);
+    Py_CLEAR(st->tool_type);
     return 0;
 }
 

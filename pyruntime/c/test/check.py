@@ -166,5 +166,65 @@ try:
 except Failed as e:
     check(e.args[0] == b'{"type":"ToolDenied"}', "error payload %r" % (e.args,))
 
+# Tool objects bind their arguments exactly as the Python function they replace (results, wire bytes, and the
+# type and message of every binding error), and send the same request.
+import functools, inspect
+
+def make_py(params, nrequired):
+    req, opt = params[:nrequired], params[nrequired:]
+    sig = ", ".join(list(req) + (["*"] + ["%s=MISSING" % p for p in opt] if opt else []))
+    body = "{%s}" % ", ".join("%r: %s" % (p, p) for p in params)
+    ns = {"MISSING": MISSING, "_wasmbox": _wasmbox}
+    exec("def echo(%s):\n    'Doc of echo.'\n    return _wasmbox.call_tool('echo', %s)\n" % (sig, body), ns)
+    return ns["echo"]
+
+def outcome(f, a, k):
+    try:
+        return ("ok", f(*a, **k), sent())
+    except Exception as e:
+        return ("err", type(e), str(e))
+
+shapes = [((), 0), (("a",), 1), (("a",), 0), (("a", "b"), 2), (("a", "b", "c"), 1), (("a", "b", "c"), 0),
+          (("a", "b", "c", "d"), 3), (tuple("p%d" % i for i in range(20)), 18)]
+keys = ["a", "b", "c", "d", "z", "p0", "p19"]
+for params, nreq in shapes:
+    py = make_py(params, nreq)
+    t = functools.update_wrapper(_wasmbox.tool("echo", params, nreq), py)
+    for i in range(400):
+        a = tuple(r.randrange(100) for _ in range(r.randrange(0, len(params) + 2)))
+        k = {kk: r.choice([r.randrange(100), "s", [1.5], {"x": None}, MISSING]) for kk in r.sample(keys, r.randrange(0, 4))}
+        if r.random() < 0.1:
+            k = {**k, "a": {1: "int key"}}  # a value the direct path leaves to the json module
+        want, got = outcome(py, a, k), outcome(t, a, k)
+        check(want == got, "tool%r/%d(*%r, **%r): %r, the Python function %r" % (params, nreq, a, k, got, want))
+check(inspect.signature(t) == inspect.signature(py), "signature %s" % inspect.signature(t))
+check(t.__doc__ == "Doc of echo." and t.__name__ == "echo" and t.__wrapped__ is py, "wrapper attributes")
+check(repr(t) == "<tool echo>", "repr %r" % t)
+class Holder:
+    m = t
+check(Holder.m is t, "class attribute")
+check(outcome(Holder().m, tuple(range(17)), {}) == outcome(py, (Holder(),) + tuple(range(17)), {}), "bound as a method")
+
+# A response that fits the guest's buffer costs one crossing; a larger one is fetched.
+t1 = _wasmbox.tool("echo", ("v",), 1)
+i0, f0 = shim.shim_into_calls(), shim.shim_fetch_calls()
+check(t1("x" * 100) == {"v": "x" * 100}, "small response")
+check((shim.shim_into_calls() - i0, shim.shim_fetch_calls() - f0) == (1, 0), "small response: crossings")
+check(t1("x" * 10000) == {"v": "x" * 10000}, "large response")
+check((shim.shim_into_calls() - i0, shim.shim_fetch_calls() - f0) == (2, 1), "large response: crossings")
+shim.shim_bad_buffer(1)
+try:
+    t1(1)
+    check(False, "a host that refuses the buffer: no error")
+except RuntimeError as e:
+    check("outside memory" in str(e), "bad buffer message %r" % e)
+shim.shim_bad_buffer(0)
+for bad in [(1, ("a",), 1), ("n", ["a"], 1), ("n", (1,), 1), ("n", ("a",), 2), ("n", ("a",), -1)]:
+    try:
+        _wasmbox.tool(*bad)
+        check(False, "tool%r accepted" % (bad,))
+    except (TypeError, ValueError):
+        pass
+
 print("native check:", "FAILED %d" % failures if failures else "ok")
 sys.exit(1 if failures else 0)

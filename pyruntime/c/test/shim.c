@@ -11,6 +11,7 @@ static int32_t forced_len = -1;
 static int forced_error;
 static char last[1 << 16];
 static int32_t last_len;
+static int32_t into_calls, fetch_calls;
 
 /* Copies the last request's argument text into buf; returns its length. */
 int32_t shim_last_arguments(char *buf, int32_t cap)
@@ -51,10 +52,33 @@ int32_t wasmbox_host_call(const void *req, int32_t req_len)
 
 int32_t wasmbox_host_fetch(void *buf, int32_t n)
 {
+    fetch_calls++;
     if (n != pending_len) {
         return -1;
     }
     memcpy(buf, pending, n);
+    return n;
+}
+
+/* With shim_bad_buffer(1), call_into answers as a host that finds the buffer outside memory. */
+static int bad_buffer;
+void shim_bad_buffer(int on) { bad_buffer = on; }
+int32_t shim_into_calls(void) { return into_calls; }
+int32_t shim_fetch_calls(void) { return fetch_calls; }
+
+int32_t wasmbox_host_call_into(const void *req, int32_t req_len, void *buf, int32_t buf_len)
+{
+    into_calls++;
+    if (bad_buffer) {
+        return INT32_MIN;
+    }
+    int32_t n = wasmbox_host_call(req, req_len);
+    int32_t len = n < 0 ? -n : n;
+    if (len <= buf_len) {
+        memcpy(buf, pending, len);
+        free(pending);
+        pending = NULL, pending_len = 0;
+    }
     return n;
 }
 
