@@ -4,23 +4,17 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"runtime"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/internal/goroutineid"
 )
 
-// goid returns the current goroutine's id, read from its stack header.
-func goid() uint64 {
-	var b [64]byte
-	s := b[:runtime.Stack(b[:], false)]
-	s = bytes.TrimPrefix(s, []byte("goroutine "))
-	id, _ := strconv.ParseUint(string(s[:bytes.IndexByte(s, ' ')]), 10, 64)
-	return id
-}
+// goid returns the current goroutine's id.
+var goid = goroutineid.ID
 
 // The tools of a run's calls run on one reused goroutine (not the caller's, so that they can be abandoned);
 // a tool that hangs past its call's deadline is abandoned, and the next calls of the same run and of other

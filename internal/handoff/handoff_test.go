@@ -4,21 +4,16 @@ import (
 	"bytes"
 	"context"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wasmbox/wasmbox/internal/goroutineid"
 )
 
-// goid returns the current goroutine's id, read from its stack header.
-func goid() uint64 {
-	var b [64]byte
-	s := b[:runtime.Stack(b[:], false)]
-	s = bytes.TrimPrefix(s, []byte("goroutine "))
-	id, _ := strconv.ParseUint(string(s[:bytes.IndexByte(s, ' ')]), 10, 64)
-	return id
-}
+// goid returns the current goroutine's id.
+var goid = goroutineid.ID
 
 func run(t *testing.T, p *Pool, job Func) {
 	t.Helper()
