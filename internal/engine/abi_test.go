@@ -16,15 +16,5 @@ func TestCallIntoBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer eng.Close(ctx)
-	mod, err := eng.Compile(ctx, enginetest.ABIModule())
-	if err != nil {
-		t.Fatal(err)
-	}
-	host := &enginetest.EchoHost{}
-	inst, err := mod.Instantiate(ctx, engine.InstanceConfig{Host: host})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inst.Close(ctx)
-	enginetest.CheckCallInto(t, inst, host)
+	enginetest.CheckCallIntoOn(t, eng)
 }

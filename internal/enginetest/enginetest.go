@@ -66,6 +66,24 @@ func (h *EchoHost) Call(_ context.Context, req []byte) ([]byte, bool) {
 
 func (h *EchoHost) Tick(context.Context) (int32, bool) { return hostfuncs.TickInterval, false }
 
+// CheckCallIntoOn compiles ABIModule with eng and runs CheckCallInto on an instance of it.
+func CheckCallIntoOn(t *testing.T, eng engine.Engine) {
+	t.Helper()
+	ctx := context.Background()
+	mod, err := eng.Compile(ctx, ABIModule())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mod.Close(ctx)
+	host := &EchoHost{}
+	inst, err := mod.Instantiate(ctx, engine.InstanceConfig{Host: host})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer inst.Close(ctx)
+	CheckCallInto(t, inst, host)
+}
+
 // CheckCallInto drives inst, an instance of ABIModule served by host, through call_into with the guest's own
 // choice of buffer: a response that fits is written there and nothing is left to fetch; one that does not is
 // kept for fetch; a buffer outside memory (or of negative length) is refused before the host handles the request,

@@ -23,32 +23,26 @@ value:
 		return false
 	}
 	switch data[i] {
-	case '{':
-		if depth == maxDepth {
-			return json.Valid(data)
-		}
-		depth++
-		objs = objs<<1 | 1
-		i = skipSpace(data, i+1)
-		if i < len(data) && data[i] == '}' {
-			i++
-			depth--
-			objs >>= 1
-			goto after
-		}
-		goto key
-	case '[':
+	case '{', '[':
 		if depth == maxDepth {
 			return json.Valid(data)
 		}
 		depth++
 		objs <<= 1
+		closer := byte(']')
+		if data[i] == '{' {
+			objs |= 1
+			closer = '}'
+		}
 		i = skipSpace(data, i+1)
-		if i < len(data) && data[i] == ']' {
+		if i < len(data) && data[i] == closer {
 			i++
 			depth--
 			objs >>= 1
 			goto after
+		}
+		if objs&1 == 1 {
+			goto key
 		}
 		goto value
 	case '"':
