@@ -84,8 +84,8 @@ func noDeadline(b *testing.B) wasmbox.Config {
 
 // BenchmarkToolCall is the round trip of one tool call from Python through the Gate (P5): 10,000 calls per run,
 // reported as µs per call, with an in-memory audit and with a hash-chained file audit. Each call crosses into Go
-// twice (call, fetch) and runs the bridge, the gate and the tool on the program's own goroutine (a worker of the
-// Sandbox, handed the whole run once): no handoff per call.
+// once (call_into, the reply written into the guest's buffer) and runs the bridge, the gate and the tool on the
+// program's own goroutine (a worker of the Sandbox, handed the whole run once): no handoff per call.
 //
 // The file audit writes every record to a real file, which starts over from its beginning past
 // maxBenchAuditBytes: a long -benchtime (each iteration is 20,000 records) must not fill the disk.
