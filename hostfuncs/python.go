@@ -151,7 +151,10 @@ def list_tools():
 
 // PythonModule generates the source of the `tools` module for the registry: one function per tool with a real
 // signature (required parameters positional-or-keyword, optional ones keyword-only), type hints and a docstring
-// from the schemas.
+// from the schemas. With the shipped interpreter each function is then replaced by a C callable
+// (`_wasmbox.Tool`) that binds arguments exactly as the function would, TypeErrors included, and encodes them
+// without a Python frame; it keeps the function's name, docstring and annotations, and the function itself as
+// `__wrapped__`, so `inspect.signature` and `help()` show the same signature.
 func (r *Registry) PythonModule() string {
 	var b strings.Builder
 	b.WriteString(strings.Replace(pyPrelude, "@@EXCEPTIONS@@\n", PythonExceptions, 1))
