@@ -12,9 +12,10 @@ import (
 // fastSchema validates arguments against a parameter schema that uses only the plain structural keywords:
 // type, properties, required, additionalProperties, items, an enum of strings, and the annotations description,
 // title, format, default, examples and $comment. That is every schema Func derives from a Go struct (without
-// constraint tags) and most hand-written tool schemas. It decides exactly as the general JSON Schema validator does for those
-// keywords (TestFastSchemaAgrees and FuzzFastSchema compare the two), in one pass over the bytes and without
-// building a document: a tool call's validation is then a fraction of a microsecond instead of several.
+// constraint tags) and most hand-written tool schemas. It decides exactly as the general JSON Schema validator
+// does for those keywords (TestFastSchemaAgrees and FuzzFastSchema compare the two), in one pass over the bytes
+// and without building a document: a tool call's validation is then a fraction of a microsecond instead of
+// several.
 //
 // compileFast returns nil for any schema outside that subset; such tools keep the general validator.
 type fastSchema struct {

@@ -427,32 +427,12 @@ var (
 
 func valTypes(ks ...*wasmtime.ValType) []*wasmtime.ValType { return ks }
 
-// responseLength is what call returns for resp: its length, negated for an error response.
-func responseLength(resp []byte, isErr bool) int32 {
-	if isErr {
-		return -int32(len(resp))
-	}
-	return int32(len(resp))
-}
-
-// serve handles the request [ptr, +n) of the guest: a response, an ABIError response for a request that is too
-// large or outside memory, or the trap that ends a run the host killed.
+// serve is engine.Serve over the calling instance's memory, with the trap that ends a run the host killed.
 func (inst *wasmtimeInstance) serve(c *wasmtime.Caller, ptr uint32, n int32) ([]byte, bool, *wasmtime.Trap) {
-	if n < 0 || n > hostfuncs.MaxRequestBytes {
-		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true, nil
-	}
-	req, ok := inst.callerMemory(c).Slice(ptr, uint32(n))
-	if !ok {
-		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true, nil
-	}
-	req = append([]byte(nil), req...) // always copy out of guest memory
-	resp, isErr := inst.host.Call(inst.ctx, req)
-	if k, ok := inst.host.(engine.CallKiller); ok && k.KillAfterCall() {
+	resp, isErr, kill := engine.Serve(inst.ctx, inst.host, inst.callerMemory(c), ptr, n)
+	if kill {
 		inst.killed = true
 		return nil, false, wasmtime.NewTrap("wasmbox: run killed")
-	}
-	if len(resp) > hostfuncs.MaxResponseBytes {
-		resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
 	}
 	return resp, isErr, nil
 }
@@ -470,7 +450,7 @@ func defineWasmbox(l *wasmtime.Linker) error {
 			return nil, trap
 		}
 		inst.pending, inst.hasResp = resp, true
-		return []wasmtime.Val{wasmtime.ValI32(responseLength(resp, isErr))}, nil
+		return []wasmtime.Val{wasmtime.ValI32(engine.ResponseLength(resp, isErr))}, nil
 	})
 	if err != nil {
 		return err
@@ -499,7 +479,7 @@ func defineWasmbox(l *wasmtime.Linker) error {
 		} else {
 			inst.pending, inst.hasResp = resp, true
 		}
-		return []wasmtime.Val{wasmtime.ValI32(responseLength(resp, isErr))}, nil
+		return []wasmtime.Val{wasmtime.ValI32(engine.ResponseLength(resp, isErr))}, nil
 	})
 	if err != nil {
 		return err

@@ -14,10 +14,13 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 
 	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+
+	"github.com/wasmbox/wasmbox/hostfuncs"
 )
 
 // Engine compiles interpreter binaries.
@@ -123,3 +126,34 @@ var ErrKilled = errors.New("engine: run killed")
 type ExitError struct{ Code uint32 }
 
 func (e *ExitError) Error() string { return "engine: guest exited" }
+
+// Serve handles the guest's request [ptr, +n) of mem with host, as every engine's call and call_into do: the
+// request is copied out of guest memory before the host sees it; a length out of range, a request outside
+// memory and a response over hostfuncs.MaxResponseBytes become ABIError responses. kill reports that the host
+// ended the run during the call (CallKiller): the engine must then stop the guest instead of answering.
+func Serve(ctx context.Context, host Host, mem GuestMem, ptr uint32, n int32) (resp []byte, isErr, kill bool) {
+	if n < 0 || n > hostfuncs.MaxRequestBytes {
+		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true, false
+	}
+	req, ok := mem.Slice(ptr, uint32(n))
+	if !ok {
+		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true, false
+	}
+	req = append([]byte(nil), req...) // always copy out of guest memory
+	resp, isErr = host.Call(ctx, req)
+	if k, ok := host.(CallKiller); ok && k.KillAfterCall() {
+		return nil, false, true
+	}
+	if len(resp) > hostfuncs.MaxResponseBytes {
+		resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
+	}
+	return resp, isErr, false
+}
+
+// ResponseLength is what call and call_into return for resp: its length, negated for an error response.
+func ResponseLength(resp []byte, isErr bool) int32 {
+	if isErr {
+		return -int32(len(resp))
+	}
+	return int32(len(resp))
+}

@@ -316,7 +316,7 @@ func hostCall(ctx context.Context, mod api.Module, stack []uint64) {
 	}
 	resp, isErr := inst.serve(ctx, mod, api.DecodeU32(stack[0]), api.DecodeI32(stack[1]))
 	inst.keep(resp)
-	stack[0] = api.EncodeI32(responseLength(resp, isErr))
+	stack[0] = api.EncodeI32(ResponseLength(resp, isErr))
 }
 
 // hostCallInto implements call_into(req_ptr, req_len, buf_ptr, buf_len) -> i32: call, with a response that fits
@@ -339,15 +339,7 @@ func hostCallInto(ctx context.Context, mod api.Module, stack []uint64) {
 	} else {
 		inst.keep(resp)
 	}
-	stack[0] = api.EncodeI32(responseLength(resp, isErr))
-}
-
-// responseLength is what call returns for resp: its length, negated for an error response.
-func responseLength(resp []byte, isErr bool) int32 {
-	if isErr {
-		return -int32(len(resp))
-	}
-	return int32(len(resp))
+	stack[0] = api.EncodeI32(ResponseLength(resp, isErr))
 }
 
 // keep makes resp the instance's pending response, for fetch.
@@ -364,24 +356,15 @@ func (i *wazeroInstance) drop() {
 	i.mu.Unlock()
 }
 
-// serve handles the request [ptr, +n) of the guest: a response, or an ABIError response for a request that is
-// too large or outside memory. It ends the run (a panic wazero turns into the guest's exit) when the host says.
+// serve is Serve over the calling module's memory; a run the host killed ends here (a panic wazero turns into
+// the guest's exit).
 func (i *wazeroInstance) serve(ctx context.Context, mod api.Module, ptr uint32, n int32) ([]byte, bool) {
-	if n < 0 || n > hostfuncs.MaxRequestBytes {
-		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request length %d out of range (max %d)", n, hostfuncs.MaxRequestBytes)), true
-	}
-	req, ok := mod.Memory().Read(ptr, uint32(n))
-	if !ok {
-		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("request [%d, +%d) outside guest memory", ptr, n)), true
-	}
-	req = append([]byte(nil), req...) // always copy out of guest memory
-	resp, isErr := i.host.Call(ctx, req)
-	if k, ok := i.host.(CallKiller); ok && k.KillAfterCall() {
+	mem := mod.Memory()
+	buf, _ := mem.Read(0, mem.Size())
+	resp, isErr, kill := Serve(ctx, i.host, buf, ptr, n)
+	if kill {
 		i.killed = true
 		panic(sys.NewExitError(killExitCode))
-	}
-	if len(resp) > hostfuncs.MaxResponseBytes {
-		resp, isErr = hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("response of %d bytes exceeds the limit of %d", len(resp), hostfuncs.MaxResponseBytes)), true
 	}
 	return resp, isErr
 }
