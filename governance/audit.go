@@ -1,6 +1,7 @@
 package governance
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -116,11 +117,16 @@ type MemoryAuditor struct {
 	// Err, if set, is returned by every Record call (and nothing is kept): a failing sink for tests.
 	Err error
 
-	mu      sync.Mutex
-	recs    []Record // recs[start:] are kept, oldest first
-	start   int
-	size    int64 // the cost of recs[start:]
+	mu sync.Mutex
+	// ring holds the kept records, oldest first from ring[head], n of them, wrapping around at its end: dropping
+	// the oldest copies nothing.
+	ring    []Record
+	head, n int
+	size    int64 // the cost of the kept records
 	dropped int64
+	// lastArgs is the copy of the arguments of the last record that had any: records are never modified, so
+	// a record with the same arguments shares it.
+	lastArgs json.RawMessage
 }
 
 // recordCost is what rec costs a MemoryAuditor.
@@ -146,33 +152,48 @@ func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 		rec.ArgsSize, rec.ArgsSHA256, rec.Args = int64(len(rec.Args)), hex.EncodeToString(sum[:]), nil
 	}
 	if rec.Args != nil {
-		rec.Args = append(json.RawMessage(nil), rec.Args...)
+		// A call's "allowed" and outcome records carry the same arguments: they share one copy.
+		if m.lastArgs != nil && bytes.Equal(m.lastArgs, rec.Args) {
+			rec.Args = m.lastArgs
+		} else {
+			rec.Args = append(json.RawMessage(nil), rec.Args...)
+			m.lastArgs = rec.Args
+		}
 	}
 	cost := recordCost(&rec)
-	m.recs = append(m.recs, rec)
-	m.size += cost
-	for n := len(m.recs) - m.start; n > 1 && ((m.Limit > 0 && n > m.Limit) || (maxBytes > 0 && m.size > maxBytes)); n-- {
-		m.size -= recordCost(&m.recs[m.start])
-		m.recs[m.start] = Record{}
-		m.start++
-		m.dropped++
+	if m.n == len(m.ring) {
+		grown := make([]Record, max(16, 2*len(m.ring)))
+		m.kept(grown[:0])
+		m.ring, m.head = grown, 0
 	}
-	if m.start > 0 && m.start >= len(m.recs)/2 { // compact: the dropped half is garbage
-		// In place: a new slice each time would cost an allocation of the whole window and its regrowth (at a
-		// full window, every call paid for several copies of it).
-		n := copy(m.recs, m.recs[m.start:])
-		clear(m.recs[n:])
-		m.recs = m.recs[:n]
-		m.start = 0
+	m.ring[(m.head+m.n)%len(m.ring)] = rec
+	m.n++
+	m.size += cost
+	for m.n > 1 && ((m.Limit > 0 && m.n > m.Limit) || (maxBytes > 0 && m.size > maxBytes)) {
+		m.size -= recordCost(&m.ring[m.head])
+		m.ring[m.head] = Record{}
+		m.head = (m.head + 1) % len(m.ring)
+		m.n--
+		m.dropped++
 	}
 	return nil
 }
 
-// Records returns a copy of the records kept, oldest first.
+// kept appends the kept records, oldest first, to dst.
+func (m *MemoryAuditor) kept(dst []Record) []Record {
+	end := m.head + m.n
+	if end <= len(m.ring) {
+		return append(dst, m.ring[m.head:end]...)
+	}
+	return append(append(dst, m.ring[m.head:]...), m.ring[:end-len(m.ring)]...)
+}
+
+// Records returns a copy of the records kept, oldest first. Their Args are the auditor's own copies, which
+// records may share: read them, do not modify them.
 func (m *MemoryAuditor) Records() []Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return append([]Record{}, m.recs[m.start:]...)
+	return m.kept(make([]Record, 0, m.n))
 }
 
 // RunRecords returns a copy of the records of one run, oldest first.
@@ -180,9 +201,9 @@ func (m *MemoryAuditor) RunRecords(runID string) []Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Record
-	for _, r := range m.recs[m.start:] {
-		if r.RunID == runID {
-			out = append(out, r)
+	for i := range m.n {
+		if r := &m.ring[(m.head+i)%len(m.ring)]; r.RunID == runID {
+			out = append(out, *r)
 		}
 	}
 	return out
@@ -192,7 +213,7 @@ func (m *MemoryAuditor) RunRecords(runID string) []Record {
 func (m *MemoryAuditor) Len() int {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return len(m.recs) - m.start
+	return m.n
 }
 
 // Dropped returns the number of records dropped so far to respect Limit and MaxBytes.
@@ -206,5 +227,5 @@ func (m *MemoryAuditor) Dropped() int64 {
 func (m *MemoryAuditor) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.recs, m.start, m.size, m.dropped = nil, 0, 0, 0
+	m.ring, m.head, m.n, m.size, m.dropped, m.lastArgs = nil, 0, 0, 0, 0, nil
 }

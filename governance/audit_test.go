@@ -7,8 +7,10 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -386,4 +388,82 @@ func writeLogForFuzz(f *testing.F) []byte {
 		a.Record(context.Background(), governance.Record{Seq: int64(i + 1), Tool: "t", Args: json.RawMessage(`{"a":1}`)})
 	}
 	return buf.Bytes()
+}
+
+// TestMemoryAuditorKeepsTheNewest holds MemoryAuditor (a ring that wraps and grows) to the plain model of what it
+// keeps: every record in order, then the oldest dropped while over Limit or MaxBytes, the newest always kept.
+func TestMemoryAuditorKeepsTheNewest(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for round := range 200 {
+		m := &governance.MemoryAuditor{Limit: rng.IntN(40), MaxBytes: []int64{-1, 4 << 10, 16 << 10}[rng.IntN(3)]}
+		var model []governance.Record
+		var dropped int64
+		cost := func(r governance.Record) int64 { return 256 + int64(len(r.Args)+len(r.RunID)+len(r.ArgsSHA256)) }
+		for i := range 300 {
+			rec := governance.Record{RunID: []string{"a", "b", "c"}[rng.IntN(3)], Seq: int64(i)}
+			if rng.IntN(2) == 0 {
+				rec.Args = json.RawMessage(`"` + strings.Repeat("x", rng.IntN(200)) + `"`)
+			}
+			if err := m.Record(context.Background(), rec); err != nil {
+				t.Fatal(err)
+			}
+			if m.MaxBytes > 0 && cost(rec) > m.MaxBytes/16 && len(rec.Args) > 0 {
+				sum := sha256.Sum256(rec.Args)
+				rec.Args, rec.ArgsSize, rec.ArgsSHA256 = nil, int64(len(rec.Args)), hex.EncodeToString(sum[:])
+			}
+			model = append(model, rec)
+			for {
+				var size int64
+				for _, r := range model {
+					size += cost(r)
+				}
+				if len(model) <= 1 || !((m.Limit > 0 && len(model) > m.Limit) || (m.MaxBytes > 0 && size > m.MaxBytes)) {
+					break
+				}
+				model, dropped = model[1:], dropped+1
+			}
+			if rng.IntN(10) > 0 {
+				continue
+			}
+			got := m.Records()
+			if len(got) != len(model) || m.Len() != len(model) || m.Dropped() != dropped {
+				t.Fatalf("round %d after %d: kept %d (Len %d, dropped %d), want %d (dropped %d)", round, i, len(got), m.Len(), m.Dropped(), len(model), dropped)
+			}
+			for k := range got {
+				if got[k].Seq != model[k].Seq || string(got[k].Args) != string(model[k].Args) || got[k].ArgsSHA256 != model[k].ArgsSHA256 {
+					t.Fatalf("round %d after %d: record %d is seq %d %s, want seq %d %s", round, i, k, got[k].Seq, got[k].Args, model[k].Seq, model[k].Args)
+				}
+			}
+			var want []int64
+			for _, r := range model {
+				if r.RunID == "b" {
+					want = append(want, r.Seq)
+				}
+			}
+			var have []int64
+			for _, r := range m.RunRecords("b") {
+				have = append(have, r.Seq)
+			}
+			if !slices.Equal(have, want) {
+				t.Fatalf("round %d after %d: run b has %v, want %v", round, i, have, want)
+			}
+		}
+	}
+}
+
+// The "allowed" and outcome records of a call share one copy of the arguments, which is still a copy.
+func TestMemoryAuditorSharesEqualArgs(t *testing.T) {
+	m := &governance.MemoryAuditor{}
+	args := json.RawMessage(`{"a":1}`)
+	m.Record(context.Background(), governance.Record{Seq: 1, Args: args})
+	m.Record(context.Background(), governance.Record{Seq: 2, Args: args})
+	args[2] = 'X'
+	m.Record(context.Background(), governance.Record{Seq: 3, Args: args})
+	r := m.Records()
+	if string(r[0].Args) != `{"a":1}` || string(r[1].Args) != `{"a":1}` || string(r[2].Args) != `{"X":1}` {
+		t.Fatalf("args kept: %s %s %s", r[0].Args, r[1].Args, r[2].Args)
+	}
+	if &r[0].Args[0] != &r[1].Args[0] || &r[1].Args[0] == &r[2].Args[0] {
+		t.Fatal("equal arguments are not shared, or different ones are")
+	}
 }

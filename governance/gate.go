@@ -211,6 +211,26 @@ type Run struct {
 	// spare is an inlineJob no timer can reach any more, kept for the next inline call (one heap object less per
 	// call in a tight loop of calls). Guarded by mu.
 	spare *inlineJob
+	// lastAudit is the audit context of the last call's context (auditContext): a sandbox's calls of one exec
+	// share a context, so they share one context.WithoutCancel too.
+	lastAudit atomic.Pointer[auditCtx]
+}
+
+// auditCtx is a context and the one its audit records are written under.
+type auditCtx struct{ of, actx context.Context }
+
+// auditContext returns ctx without its cancellation, for the call's audit records: they are written even when
+// ctx has ended. Consecutive calls under the same context get the same one.
+func (r *Run) auditContext(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		return ctx
+	}
+	if a := r.lastAudit.Load(); a != nil && a.of == ctx {
+		return a.actx
+	}
+	actx := context.WithoutCancel(ctx)
+	r.lastAudit.Store(&auditCtx{of: ctx, actx: actx})
+	return actx
 }
 
 // NewRun starts a run. runID identifies it in the audit log and should be unique; an empty runID gets a random
@@ -284,10 +304,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	g := r.g
 	call.RunID = r.id
 	call.Seq = r.seq.Add(1)
-	actx := ctx // for audit records: written even if ctx has ended
-	if ctx.Done() != nil {
-		actx = context.WithoutCancel(ctx)
-	}
+	actx := r.auditContext(ctx) // for audit records: written even if ctx has ended
 
 	// Validation and the context's state are read first (neither has an effect), so that the flood check and
 	// the hard cap's count take one lock.
@@ -389,7 +406,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 
 	// 5. The "allowed" record must be written before the tool runs.
 	rec.Decision, rec.Reason, rec.DecidedBy, rec.Outcome = "allow", dec.Reason, dec.DecidedBy, StatusAllowed
-	if err := g.record(actx, rec); err != nil {
+	if err := g.record(actx, &rec); err != nil {
 		r.release(call)
 		settle(CallReport{})
 		r.addDenied()
@@ -448,7 +465,7 @@ func (r *Run) outcome(actx context.Context, call Call, dec Decision, rec *Record
 		rec.ResultSize = int64(len(res))
 		rec.ResultSHA256 = string(hexSum[:]) // one allocation, where hex.EncodeToString makes two
 	}
-	if err := g.record(actx, *rec); err != nil {
+	if err := g.record(actx, rec); err != nil {
 		out.AuditErr = err
 		g.log.Error("governance: outcome not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
 	}
@@ -475,7 +492,7 @@ func (r *Run) deny(actx context.Context, call Call, rec *Record, kind, cause err
 	derr := &DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: by, Kind: kind, Err: cause}
 	rc.Error = truncateUTF8(derr.Error(), maxErrorBytes)
 	out := Outcome{Call: call, Decision: dec, Status: StatusDenied}
-	if err := g.record(actx, rc); err != nil {
+	if err := g.record(actx, &rc); err != nil {
 		out.AuditErr = err
 		g.log.Error("governance: denial not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
 	}
@@ -630,13 +647,13 @@ func (g *Gate) evaluate(ctx context.Context, call Call) (v Verdict, err error) {
 	return g.policy.Evaluate(ctx, call)
 }
 
-func (g *Gate) record(ctx context.Context, rec Record) (err error) {
+func (g *Gate) record(ctx context.Context, rec *Record) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: auditor panicked: %v", ErrAudit, p)
 		}
 	}()
-	if err = g.auditor.Record(ctx, rec); err != nil && !errors.Is(err, ErrAudit) {
+	if err = g.auditor.Record(ctx, *rec); err != nil && !errors.Is(err, ErrAudit) {
 		err = fmt.Errorf("%w: %w", ErrAudit, err)
 	}
 	return err
@@ -774,7 +791,7 @@ func (g *Gate) recordLate(actx context.Context, lr Record, call Call, dur time.D
 		sum := sha256.Sum256(res)
 		lr.ResultSize, lr.ResultSHA256 = int64(len(res)), hex.EncodeToString(sum[:])
 	}
-	if aerr := g.record(actx, lr); aerr != nil {
+	if aerr := g.record(actx, &lr); aerr != nil {
 		g.log.Debug("governance: late result not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", aerr)
 	}
 }

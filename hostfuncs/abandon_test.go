@@ -61,3 +61,37 @@ func TestBridgeAbandon(t *testing.T) {
 		t.Fatalf("calls after the abandoned call returned: %+v", after)
 	}
 }
+
+// CallBytes is Call for a name the guest sent as bytes: the same answers and records, and a name that is not a
+// tool's is copied, so that the records do not change with the caller's buffer.
+func TestBridgeCallBytes(t *testing.T) {
+	reg := hostfuncs.NewRegistry().MustRegister(hostfuncs.Tool{Name: "echo", Effect: governance.ReadOnly,
+		Handler: func(_ context.Context, a json.RawMessage) (json.RawMessage, error) { return a, nil }})
+	gate, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: &governance.MemoryAuditor{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	byString := hostfuncs.NewBridge(reg, gate.NewRun(""), governance.SourcePython)
+	byBytes := hostfuncs.NewBridge(reg, gate.NewRun(""), governance.SourcePython)
+	for _, name := range []string{"echo", "nope", ""} {
+		buf := []byte(name)
+		want, wantErr := byString.Call(ctx, name, json.RawMessage(`{}`))
+		got, gotErr := byBytes.CallBytes(ctx, buf, json.RawMessage(`{}`))
+		if string(got) != string(want) || gotErr != wantErr {
+			t.Errorf("%q: CallBytes answered %s (error %v), Call %s (error %v)", name, got, gotErr, want, wantErr)
+		}
+		for i := range buf {
+			buf[i] = 'X'
+		}
+	}
+	want, got := byString.Calls(), byBytes.Calls()
+	if len(got) != 3 || len(want) != 3 {
+		t.Fatalf("%d and %d calls recorded", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Tool != want[i].Tool || got[i].Status != want[i].Status || got[i].ErrorType != want[i].ErrorType {
+			t.Errorf("call %d: CallBytes recorded %+v, Call %+v", i, got[i], want[i])
+		}
+	}
+}

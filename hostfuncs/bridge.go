@@ -70,7 +70,10 @@ type Bridge struct {
 	calls      []ToolCall
 	keptArgs   int
 	unrecorded int64
-	// inflight is the call in progress; its zero value, with a zero start, means none. inflightSeq is its sequence
+	// epoch is when the bridge was made: calls are timed as monotonic time since it. tool is b.runTool.
+	epoch time.Time
+	tool  governance.ToolFunc
+	// inflight is the call in progress; its zero value, with active false, means none. inflightSeq is its sequence
 	// number once the gate has given it one (stored by the tool without the lock; set to 0 with inflight).
 	// abandoned is set by Abandon, after which nothing more is recorded.
 	inflight    inflightCall
@@ -78,15 +81,20 @@ type Bridge struct {
 	abandoned   bool
 }
 
+// inflightCall is the call in progress: active, with start the monotonic time since the bridge's epoch (read
+// without the wall clock, which costs twice as much).
 type inflightCall struct {
-	name  string
-	args  json.RawMessage
-	start time.Time
+	name   string
+	args   json.RawMessage
+	start  time.Duration
+	active bool
 }
 
 // NewBridge returns the bridge of one run.
 func NewBridge(reg *Registry, run *governance.Run, source governance.Source) *Bridge {
-	return &Bridge{reg: reg, run: run, source: source}
+	b := &Bridge{reg: reg, run: run, source: source, epoch: time.Now()}
+	b.tool = b.runTool // one function value for every call, rather than a closure per call
+	return b
 }
 
 // Calls returns the run's tool calls so far.
@@ -119,43 +127,38 @@ var (
 // Call runs one tool call. It returns the JSON result, or an error response {"type", "message"} whose type names
 // the Python exception to raise (isError true). It never panics on bad input.
 func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (resp []byte, isError bool) {
+	return b.call(ctx, name, b.reg.entry(name), args)
+}
+
+// CallBytes is Call with the tool's name as the guest sent it: a registered name is not copied.
+func (b *Bridge) CallBytes(ctx context.Context, name []byte, args json.RawMessage) (resp []byte, isError bool) {
+	if e := b.reg.entryBytes(name); e != nil {
+		return b.call(ctx, e.Name, e, args)
+	}
+	return b.call(ctx, string(name), nil, args)
+}
+
+// call is Call with the tool's entry looked up (nil for an unknown name). The entry is looked up once here and
+// once more by the tool function (b.tool, made once per bridge): a registry only grows, and a tool's entry
+// never changes.
+func (b *Bridge) call(ctx context.Context, name string, e *entry, args json.RawMessage) (resp []byte, isError bool) {
 	if len(args) == 0 || string(args) == "null" {
 		args = json.RawMessage("{}")
 	}
 	// An unknown name runs nothing (the tool func reports UnknownTool with the real names), so it is read-only
-	// for the policy; it is still counted and audited like every call. The entry is looked up once: a registry
-	// only grows, and a tool's entry never changes.
+	// for the policy; it is still counted and audited like every call.
 	effect, cost := governance.ReadOnly, int64(0)
-	e := b.reg.entry(name)
 	if e != nil {
 		effect, cost = e.Effect, e.Cost
 	}
-	start := time.Now()
+	start := time.Since(b.epoch)
 	b.mu.Lock()
-	b.inflight = inflightCall{name: name, args: args, start: start}
+	b.inflight = inflightCall{name: name, args: args, start: start, active: true}
 	b.inflightSeq.Store(0)
 	b.mu.Unlock()
-	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source},
-		func(ctx context.Context, call governance.Call) ([]byte, error) {
-			b.inflightSeq.Store(call.Seq)
-			if e == nil {
-				return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, cut(name, maxToolNameBytes), strings.Join(b.reg.Names(), ", "))
-			}
-			// The gate runs the tool only with arguments that are valid JSON.
-			if err := e.validJSON(call.Args); err != nil {
-				return nil, fmt.Errorf("%w: %w", errInvalidArgs, err)
-			}
-			res, err := e.Handler(ctx, call.Args)
-			if err != nil {
-				return nil, err
-			}
-			if !jsonvalid.Valid(res) {
-				return nil, fmt.Errorf("tool %s returned invalid JSON", e.Name)
-			}
-			return res, nil
-		})
+	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source}, b.tool)
 	rec := ToolCall{Seq: out.Call.Seq, Tool: cut(name, maxToolNameBytes), Status: string(out.Status), DecidedBy: out.Decision.DecidedBy,
-		Reason: cut(out.Decision.Reason, maxCallTextBytes), Duration: time.Since(start)}
+		Reason: cut(out.Decision.Reason, maxCallTextBytes), Duration: time.Since(b.epoch) - start}
 	if err == nil {
 		rec.Status = "ok"
 		b.record(rec, args, true)
@@ -173,6 +176,29 @@ func (b *Bridge) Call(ctx context.Context, name string, args json.RawMessage) (r
 	return ErrorResponse(typ, msg), true
 }
 
+// runTool is the tool function the gate runs for every call of b (b.tool): the registered tool, with its
+// arguments checked against its schema and its result checked to be JSON. The gate hands it the call's own
+// tool name.
+func (b *Bridge) runTool(ctx context.Context, call governance.Call) ([]byte, error) {
+	b.inflightSeq.Store(call.Seq)
+	e := b.reg.entry(call.Tool)
+	if e == nil {
+		return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, cut(call.Tool, maxToolNameBytes), strings.Join(b.reg.Names(), ", "))
+	}
+	// The gate runs the tool only with arguments that are valid JSON.
+	if err := e.validJSON(call.Args); err != nil {
+		return nil, fmt.Errorf("%w: %w", errInvalidArgs, err)
+	}
+	res, err := e.Handler(ctx, call.Args)
+	if err != nil {
+		return nil, err
+	}
+	if !jsonvalid.Valid(res) {
+		return nil, fmt.Errorf("tool %s returned invalid JSON", e.Name)
+	}
+	return res, nil
+}
+
 // Abandon is for a caller that gives up on the run while a call may still be in progress (its goroutine is left
 // to it): it returns the run's calls, with the call in progress, if any, as "abandoned", and records nothing
 // afterwards. The call's sequence number is the gate's when the gate had got as far as the tool, else 0.
@@ -180,13 +206,13 @@ func (b *Bridge) Abandon() []ToolCall {
 	b.mu.Lock()
 	if !b.abandoned {
 		b.abandoned = true
-		if inf := b.inflight; !inf.start.IsZero() {
+		if inf := b.inflight; inf.active {
 			seq := b.inflightSeq.Load()
 			tool := cut(inf.name, maxToolNameBytes)
 			c := ToolCall{Seq: seq, Tool: tool, Status: string(governance.StatusAbandoned),
 				Reason:    "the call had not returned when the run's deadline and its grace had passed",
 				Error:     fmt.Sprintf("tool %s did not finish before the deadline; its result is discarded", tool),
-				ErrorType: "ToolError", Duration: time.Since(inf.start)}
+				ErrorType: "ToolError", Duration: time.Since(b.epoch) - inf.start}
 			b.recordLocked(c, inf.args, seq != 0 || json.Valid(inf.args)) // a sequence number: the gate checked them
 		}
 	}

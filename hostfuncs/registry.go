@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
 	"regexp"
 	"sort"
 	"sync"
+	"sync/atomic"
 
 	"github.com/invopop/jsonschema"
 
@@ -66,6 +68,9 @@ type Registry struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
 	order []string
+	// byName is a copy of tools for the lookups of every call, read without the lock: a registry only grows and
+	// an entry never changes, so Register replaces the copy rather than locking each call out.
+	byName atomic.Pointer[map[string]*entry]
 }
 
 type entry struct {
@@ -113,6 +118,8 @@ func (r *Registry) Register(t Tool) error {
 	}
 	r.tools[t.Name] = &entry{Tool: t, params: params, schema: sch, fast: compileFast(t.Parameters)}
 	r.order = append(r.order, t.Name)
+	byName := maps.Clone(r.tools)
+	r.byName.Store(&byName)
 	return nil
 }
 
@@ -149,9 +156,18 @@ func (r *Registry) Lookup(name string) (Tool, bool) {
 }
 
 func (r *Registry) entry(name string) *entry {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return r.tools[name]
+	if m := r.byName.Load(); m != nil {
+		return (*m)[name]
+	}
+	return nil
+}
+
+// entryBytes is entry for a name as the guest sends it, without converting it to a string.
+func (r *Registry) entryBytes(name []byte) *entry {
+	if m := r.byName.Load(); m != nil {
+		return (*m)[string(name)]
+	}
+	return nil
 }
 
 // Names lists the tool names in registration order.
