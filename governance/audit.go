@@ -147,9 +147,11 @@ func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 	if maxBytes == 0 {
 		maxBytes = DefaultMemoryAuditorBytes
 	}
-	if maxBytes > 0 && recordCost(&rec) > maxBytes/16 && len(rec.Args) > 0 {
+	cost := recordCost(&rec)
+	if maxBytes > 0 && cost > maxBytes/16 && len(rec.Args) > 0 {
 		sum := sha256.Sum256(rec.Args)
 		rec.ArgsSize, rec.ArgsSHA256, rec.Args = int64(len(rec.Args)), hex.EncodeToString(sum[:]), nil
+		cost = recordCost(&rec)
 	}
 	if rec.Args != nil {
 		// A call's "allowed" and outcome records carry the same arguments: they share one copy.
@@ -160,32 +162,43 @@ func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 			m.lastArgs = rec.Args
 		}
 	}
-	cost := recordCost(&rec)
 	if m.n == len(m.ring) {
 		grown := make([]Record, max(16, 2*len(m.ring)))
 		m.kept(grown[:0])
 		m.ring, m.head = grown, 0
 	}
-	m.ring[(m.head+m.n)%len(m.ring)] = rec
+	i := m.head + m.n
+	if i >= len(m.ring) {
+		i -= len(m.ring)
+	}
+	m.ring[i] = rec
 	m.n++
 	m.size += cost
 	for m.n > 1 && ((m.Limit > 0 && m.n > m.Limit) || (maxBytes > 0 && m.size > maxBytes)) {
 		m.size -= recordCost(&m.ring[m.head])
 		m.ring[m.head] = Record{}
-		m.head = (m.head + 1) % len(m.ring)
+		if m.head++; m.head == len(m.ring) {
+			m.head = 0
+		}
 		m.n--
 		m.dropped++
 	}
 	return nil
 }
 
-// kept appends the kept records, oldest first, to dst.
-func (m *MemoryAuditor) kept(dst []Record) []Record {
+// parts returns the kept records, oldest first, as the two runs of the ring they occupy.
+func (m *MemoryAuditor) parts() [2][]Record {
 	end := m.head + m.n
 	if end <= len(m.ring) {
-		return append(dst, m.ring[m.head:end]...)
+		return [2][]Record{m.ring[m.head:end], nil}
 	}
-	return append(append(dst, m.ring[m.head:]...), m.ring[:end-len(m.ring)]...)
+	return [2][]Record{m.ring[m.head:], m.ring[:end-len(m.ring)]}
+}
+
+// kept appends the kept records, oldest first, to dst.
+func (m *MemoryAuditor) kept(dst []Record) []Record {
+	p := m.parts()
+	return append(append(dst, p[0]...), p[1]...)
 }
 
 // Records returns a copy of the records kept, oldest first. Their Args are the auditor's own copies, which
@@ -201,9 +214,11 @@ func (m *MemoryAuditor) RunRecords(runID string) []Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var out []Record
-	for i := range m.n {
-		if r := &m.ring[(m.head+i)%len(m.ring)]; r.RunID == runID {
-			out = append(out, *r)
+	for _, part := range m.parts() {
+		for i := range part {
+			if part[i].RunID == runID {
+				out = append(out, part[i])
+			}
 		}
 	}
 	return out
