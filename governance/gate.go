@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -229,7 +230,11 @@ func (r *Run) auditContext(ctx context.Context) context.Context {
 		return a.actx
 	}
 	actx := context.WithoutCancel(ctx)
-	r.lastAudit.Store(&auditCtx{of: ctx, actx: actx})
+	// Only a context of a comparable type is kept: comparing it with the next call's context then never panics
+	// (an interface comparison looks at the values only when the dynamic types are the same).
+	if reflect.TypeOf(ctx).Comparable() {
+		r.lastAudit.Store(&auditCtx{of: ctx, actx: actx})
+	}
 	return actx
 }
 

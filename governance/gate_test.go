@@ -841,3 +841,33 @@ func TestCallTimesAreConsistent(t *testing.T) {
 		}
 	}
 }
+
+// unhashableCtx is a context whose type cannot be compared: comparing two of them in interfaces panics.
+type unhashableCtx struct {
+	context.Context
+	tags []string
+}
+
+// The gate keeps the audit context of the last call's context to reuse it; a context of a type that cannot be
+// compared must still work, call after call, and each call's records must carry its own context's values.
+func TestAuditContextOfUncomparableContext(t *testing.T) {
+	type key struct{}
+	var seen []any
+	aud := governance.AuditorFunc(func(ctx context.Context, rec governance.Record) error {
+		seen = append(seen, ctx.Value(key{}))
+		return nil
+	})
+	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud})
+	run := g.NewRun("")
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for i := range 3 {
+		ctx := unhashableCtx{Context: context.WithValue(parent, key{}, i), tags: []string{"t"}}
+		if _, err := run.Do(ctx, call("x", governance.ReadOnly), newTool().fn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if fmt.Sprint(seen) != "[0 0 1 1 2 2]" {
+		t.Fatalf("the records saw the values %v, want each call's own twice", seen)
+	}
+}
