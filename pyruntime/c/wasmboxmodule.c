@@ -98,6 +98,7 @@ typedef struct {
     PyObject *fallback; /* fallback(kind, name, payload): 0 encode error (payload: exception), 1 host error
                            response (payload: bytes), 2 response the fast decoder refused (payload: bytes) */
     PyObject *tool_type; /* the type of the objects tool() makes */
+    PyObject *keys[64];  /* the keys of decoded objects, by a hash of their text (fast_decode_key) */
 } wasmbox_state;
 
 static inline wasmbox_state *
@@ -386,6 +387,7 @@ fast_encode(wbuf *b, PyObject *o, int depth, PyObject *missing)
    (the caller starts over with the json module's scanner), -1 an error (set). */
 typedef struct {
     const char *p, *end;
+    PyObject **keys; /* 64 slots of the key cache (fast_decode_key) */
 } jtext;
 
 static inline void
@@ -609,6 +611,43 @@ fast_decode_number(jtext *j, PyObject **out)
     return 1;
 }
 
+/* The longest key fast_decode_key keeps. */
+#define WASMBOX_KEY_MAX 32
+
+/* Decodes an object's key. A tool's results repeat the same few keys call after call, so a plain ASCII key of at
+   most WASMBOX_KEY_MAX bytes (no escape, no control character) is looked up in a small cache of the str
+   objects made for earlier keys, by a hash of its text, and compared byte for byte: equal text, the same str
+   (immutable, so sharing it is unobservable but for identity). Anything else is decoded as before. */
+static int
+fast_decode_key(jtext *j, PyObject **out)
+{
+    const char *s = j->p + 1, *q = s;
+    const char *lim = j->end - s > WASMBOX_KEY_MAX ? s + WASMBOX_KEY_MAX : j->end;
+    unsigned h = 0;
+    while (q < lim && *q != '"' && *q != '\\' && (unsigned char)*q >= 0x20 && (unsigned char)*q < 0x80) {
+        h = h * 31 + (unsigned char)*q++;
+    }
+    if (j->keys == NULL || q == j->end || *q != '"') {
+        return fast_decode_str(j, out);
+    }
+    size_t n = (size_t)(q - s);
+    PyObject **slot = &j->keys[(h ^ (unsigned)n) & 63];
+    PyObject *k = *slot;
+    if (k != NULL && (size_t)PyUnicode_GET_LENGTH(k) == n && memcmp(PyUnicode_DATA(k), s, n) == 0) {
+        *out = Py_NewRef(k);
+    }
+    else {
+        k = PyUnicode_FromStringAndSize(s, (Py_ssize_t)n); /* ASCII, so valid UTF-8 */
+        if (k == NULL) {
+            return -1;
+        }
+        Py_XSETREF(*slot, Py_NewRef(k));
+        *out = k;
+    }
+    j->p = q + 1;
+    return 1;
+}
+
 static int
 fast_decode(jtext *j, PyObject **out, int depth)
 {
@@ -704,7 +743,7 @@ fast_decode(jtext *j, PyObject **out, int depth)
                 Py_DECREF(dict);
                 return 0;
             }
-            int r = fast_decode_str(j, &key);
+            int r = fast_decode_key(j, &key);
             if (r <= 0) {
                 Py_DECREF(dict);
                 return r;
@@ -750,9 +789,9 @@ fast_decode(jtext *j, PyObject **out, int depth)
 
 /* Decodes a whole response: 1 with *out, 0 not handled (trailing data included), -1 an error. */
 static int
-fast_decode_all(const char *s, size_t n, PyObject **out)
+fast_decode_all(PyObject **keys, const char *s, size_t n, PyObject **out)
 {
-    jtext j = {s, s + n};
+    jtext j = {s, s + n, keys};
     int r = fast_decode(&j, out, 0);
     if (r <= 0) {
         return r;
@@ -802,7 +841,7 @@ tool_send(wasmbox_state *st, PyObject *name, wbuf *req)
         result = call_fallback(st, 1, name, PyBytes_FromStringAndSize(resp, (Py_ssize_t)len));
         goto done;
     }
-    int fast_r = fast_decode_all(resp, (size_t)len, &result);
+    int fast_r = fast_decode_all(st->keys, resp, (size_t)len, &result);
     if (fast_r != 0) {
         goto done; /* decoded, or an error such as MemoryError */
     }
@@ -976,6 +1015,8 @@ typedef struct {
     PyObject *module;     /* _wasmbox, whose state holds the encoder and the fallback */
     PyObject *dict;       /* __dict__ */
     vectorcallfunc vectorcall;
+    PyObject *prefix;     /* bytes: "T" name "\n{", the start of every request; NULL if not made */
+    PyObject *keys;       /* tuple of bytes: each parameter as a JSON string and ':'; NULL if not made */
 } ToolObject;
 
 #define WASMBOX_TOOL_STACK_PARAMS 16
@@ -1096,15 +1137,21 @@ tool_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kw
         PyErr_SetString(PyExc_RuntimeError, "wasmbox: tool called before tool_setup");
         goto done;
     }
-    Py_ssize_t name_len;
-    const char *name_s = PyUnicode_AsUTF8AndSize(self->name, &name_len);
-    if (name_s == NULL) {
-        goto done;
-    }
     char stack_req[WASMBOX_STACK_BUF];
     wbuf req = {stack_req, 0, sizeof stack_req, stack_req};
-    int fast = wbuf_byte(&req, 'T') < 0 || wbuf_put(&req, name_s, (size_t)name_len) < 0 ||
+    int fast = 1;
+    if (self->prefix != NULL) {
+        fast = wbuf_put(&req, PyBytes_AS_STRING(self->prefix), (size_t)PyBytes_GET_SIZE(self->prefix)) < 0 ? -1 : 1;
+    }
+    else {
+        Py_ssize_t name_len;
+        const char *name_s = PyUnicode_AsUTF8AndSize(self->name, &name_len);
+        if (name_s == NULL) {
+            goto done;
+        }
+        fast = wbuf_byte(&req, 'T') < 0 || wbuf_put(&req, name_s, (size_t)name_len) < 0 ||
                wbuf_put(&req, "\n{", 2) < 0 ? -1 : 1;
+    }
     int first = 1;
     for (Py_ssize_t i = 0; fast > 0 && i < np; i++) {
         PyObject *v = vals[i];
@@ -1116,9 +1163,15 @@ tool_vectorcall(PyObject *op, PyObject *const *args, size_t nargsf, PyObject *kw
             break;
         }
         first = 0;
-        fast = fast_encode_str(&req, PyTuple_GET_ITEM(self->params, i));
-        if (fast > 0 && wbuf_byte(&req, ':') < 0) {
-            fast = -1;
+        if (self->keys != NULL) {
+            PyObject *key = PyTuple_GET_ITEM(self->keys, i);
+            fast = wbuf_put(&req, PyBytes_AS_STRING(key), (size_t)PyBytes_GET_SIZE(key)) < 0 ? -1 : 1;
+        }
+        else {
+            fast = fast_encode_str(&req, PyTuple_GET_ITEM(self->params, i));
+            if (fast > 0 && wbuf_byte(&req, ':') < 0) {
+                fast = -1;
+            }
         }
         if (fast > 0) {
             fast = fast_encode(&req, v, 1, NULL);
@@ -1164,6 +1217,8 @@ tool_traverse(PyObject *op, visitproc visit, void *arg)
     Py_VISIT(self->params);
     Py_VISIT(self->module);
     Py_VISIT(self->dict);
+    Py_VISIT(self->prefix);
+    Py_VISIT(self->keys);
     return 0;
 }
 
@@ -1175,6 +1230,8 @@ tool_clear(PyObject *op)
     Py_CLEAR(self->params);
     Py_CLEAR(self->module);
     Py_CLEAR(self->dict);
+    Py_CLEAR(self->prefix);
+    Py_CLEAR(self->keys);
     return 0;
 }
 
@@ -1240,6 +1297,59 @@ PyDoc_STRVAR(tool_doc,
 "Make the callable of one tool: params are its parameter names in signature order, of which the first\n"
 "nrequired are required (positional or keyword) and the rest keyword-only. Calls go through call_tool's path.");
 
+/* Encodes once what every request of t starts with (t->prefix) and its parameters as keys (t->keys), the bytes
+   tool_vectorcall would otherwise write at each call. A name that the direct path cannot write (a lone
+   surrogate) leaves both NULL, and each call takes the path that reports it. 0 done, -1 an error (set). */
+static int
+tool_encode_fixed(ToolObject *t)
+{
+    Py_ssize_t np = PyTuple_GET_SIZE(t->params);
+    Py_ssize_t name_len;
+    const char *name_s = PyUnicode_AsUTF8AndSize(t->name, &name_len);
+    if (name_s == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    char stack[256];
+    wbuf b = {stack, 0, sizeof stack, stack};
+    if (wbuf_byte(&b, 'T') < 0 || wbuf_put(&b, name_s, (size_t)name_len) < 0 || wbuf_put(&b, "\n{", 2) < 0) {
+        wbuf_free(&b);
+        return -1;
+    }
+    PyObject *prefix = PyBytes_FromStringAndSize(b.p, (Py_ssize_t)b.len);
+    PyObject *keys = PyTuple_New(np);
+    if (prefix == NULL || keys == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < np; i++) {
+        b.len = 0;
+        int r = fast_encode_str(&b, PyTuple_GET_ITEM(t->params, i));
+        if (r < 0 || (r > 0 && wbuf_byte(&b, ':') < 0)) {
+            goto fail;
+        }
+        if (r == 0) {
+            wbuf_free(&b);
+            Py_DECREF(prefix);
+            Py_DECREF(keys);
+            return 0;
+        }
+        PyObject *key = PyBytes_FromStringAndSize(b.p, (Py_ssize_t)b.len);
+        if (key == NULL) {
+            goto fail;
+        }
+        PyTuple_SET_ITEM(keys, i, key);
+    }
+    wbuf_free(&b);
+    t->prefix = prefix;
+    t->keys = keys;
+    return 0;
+fail:
+    wbuf_free(&b);
+    Py_XDECREF(prefix);
+    Py_XDECREF(keys);
+    return -1;
+}
+
 static PyObject *
 wasmbox_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1277,6 +1387,12 @@ wasmbox_tool(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     t->module = Py_NewRef(module);
     t->dict = NULL;
     t->vectorcall = tool_vectorcall;
+    t->prefix = NULL;
+    t->keys = NULL;
+    if (tool_encode_fixed(t) < 0) {
+        Py_DECREF(t);
+        return NULL;
+    }
     PyObject_GC_Track(t);
     return (PyObject *)t;
 }
@@ -1327,6 +1443,9 @@ wasmbox_traverse(PyObject *m, visitproc visit, void *arg)
     Py_VISIT(st->missing);
     Py_VISIT(st->fallback);
     Py_VISIT(st->tool_type);
+    for (size_t i = 0; i < sizeof st->keys / sizeof st->keys[0]; i++) {
+        Py_VISIT(st->keys[i]);
+    }
     return 0;
 }
 
@@ -1339,6 +1458,9 @@ wasmbox_clear(PyObject *m)
     Py_CLEAR(st->missing);
     Py_CLEAR(st->fallback);
     Py_CLEAR(st->tool_type);
+    for (size_t i = 0; i < sizeof st->keys / sizeof st->keys[0]; i++) {
+        Py_CLEAR(st->keys[i]);
+    }
     return 0;
 }
 

@@ -150,6 +150,28 @@ for t in texts:
         got = ("err", type(e))
     check(got[0] == want[0] and (same(got[1], want[1]) if got[0] == "ok" else got[1] == want[1]),
           "text %r: got %r want %r" % (t, got, want))
+# Object keys go through a small cache of str objects: every response still decodes as json.loads does, call
+# after call, whatever the cache held before (lengths around its limit of 32 bytes, keys that share a slot,
+# escapes, non-ASCII, control characters, text that ends inside a key).
+keytexts = ['{"%s":%d}' % ("k" * n, n) for n in (0, 1, 31, 32, 33, 64)]
+keytexts += ['{"ab":1,"ba":2,"abc":3}', '{"\x7f":1}', '{"a\x01":1}', '{"a\\u0062":1,"ab":2}', '{"\xe9":1,"e":2}',
+             '{"abc', '{"abc"', '{"abc":', '{"' + "y" * 32, '{"' + "y" * 31, '{"a\\"b":1}', '{"a\\\\":1}',
+             '[{"id":1,"name":"x"},{"id":2,"name":"y"}]']
+keytexts += ['{"k%d":%d,"v":[%d]}' % (i, i, i) for i in range(300)]
+for _ in range(3):
+    for t in keytexts:
+        try:
+            want = ("ok", json.loads(t))
+        except Exception as e:
+            want = ("err", type(e))
+        raw = t.encode("utf-8")
+        shim.shim_respond(raw, len(raw), 0)
+        try:
+            got = ("ok", _wasmbox.call_tool("echo", {}))
+        except Exception as e:
+            got = ("err", type(e))
+        check(got[0] == want[0] and (same(got[1], want[1]) if got[0] == "ok" else got[1] == want[1]),
+              "key text %r: got %r want %r" % (t, got, want))
 for raw in [b'"\xff"', b'"\xed\xa0\x80"', b'[1, "\xc3"]']:
     shim.shim_respond(raw, len(raw), 0)
     try:
