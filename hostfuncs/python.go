@@ -162,7 +162,7 @@ func (r *Registry) PythonModule() string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, name := range r.order {
-		e := r.tools[name]
+		e := r.entry(name)
 		var params any
 		_ = json.Unmarshal(e.Parameters, &params)
 		listing = append(listing, map[string]any{"name": name, "description": e.Description, "parameters": params})
@@ -179,9 +179,9 @@ func (r *Registry) Stubs() string {
 	r.mu.RLock()
 	defer r.mu.RUnlock()
 	for _, name := range r.order {
-		b.WriteString(signature(r.tools[name]))
+		b.WriteString(signature(r.entry(name)))
 		b.WriteString(":\n")
-		b.WriteString(docstring(r.tools[name]))
+		b.WriteString(docstring(r.entry(name)))
 		b.WriteString("    ...\n\n")
 	}
 	return b.String()

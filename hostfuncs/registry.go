@@ -65,11 +65,10 @@ var ErrInvalidTool = errors.New("hostfuncs: invalid tool")
 // Registry holds the tools of a sandbox. It is safe for concurrent use; register tools before handing it to a
 // Sandbox (the Python module is generated when the Sandbox is created).
 type Registry struct {
-	mu    sync.RWMutex
-	tools map[string]*entry
+	mu    sync.RWMutex // orders Register; order is guarded by it
 	order []string
-	// byName is a copy of tools for the lookups of every call, read without the lock: a registry only grows and
-	// an entry never changes, so Register replaces the copy rather than locking each call out.
+	// byName holds the entries by name, read without the lock by the lookups of every call: a registry only
+	// grows and an entry never changes, so Register replaces the map with a larger copy.
 	byName atomic.Pointer[map[string]*entry]
 }
 
@@ -87,7 +86,7 @@ type param struct {
 }
 
 // NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{tools: map[string]*entry{}} }
+func NewRegistry() *Registry { return &Registry{} }
 
 // Register adds a tool after checking its name, schema and handler.
 func (r *Registry) Register(t Tool) error {
@@ -113,13 +112,15 @@ func (r *Registry) Register(t Tool) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if _, dup := r.tools[t.Name]; dup {
+	if r.entry(t.Name) != nil {
 		return fmt.Errorf("%w: %s is registered twice", ErrInvalidTool, t.Name)
 	}
-	r.tools[t.Name] = &entry{Tool: t, params: params, schema: sch, fast: compileFast(t.Parameters)}
-	r.order = append(r.order, t.Name)
-	byName := maps.Clone(r.tools)
+	byName := map[string]*entry{t.Name: {Tool: t, params: params, schema: sch, fast: compileFast(t.Parameters)}}
+	if old := r.byName.Load(); old != nil {
+		maps.Copy(byName, *old)
+	}
 	r.byName.Store(&byName)
+	r.order = append(r.order, t.Name)
 	return nil
 }
 
@@ -139,17 +140,15 @@ func (r *Registry) Tools() []Tool {
 	defer r.mu.RUnlock()
 	out := make([]Tool, 0, len(r.order))
 	for _, n := range r.order {
-		out = append(out, r.tools[n].Tool)
+		out = append(out, r.entry(n).Tool)
 	}
 	return out
 }
 
 // Lookup returns the tool called name.
 func (r *Registry) Lookup(name string) (Tool, bool) {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	e, ok := r.tools[name]
-	if !ok {
+	e := r.entry(name)
+	if e == nil {
 		return Tool{}, false
 	}
 	return e.Tool, true

@@ -170,7 +170,7 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 		}
 		// Arguments that are not JSON go to the gate like any others: it refuses them, audits the refusal and
 		// counts it towards the run's denied calls, so that a flood of them ends the run like any other.
-		return h.callTool(ctx, "", name, args)
+		return h.callTool(ctx, name, args)
 	}
 	var r hostRequest
 	if err := json.Unmarshal(req, &r); err != nil {
@@ -192,7 +192,7 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 		if h.state == nil || h.state.bridge == nil {
 			return hostfuncs.ErrorResponse("ToolDenied", "tools cannot be called while the interpreter is prepared"), true
 		}
-		return h.callTool(ctx, r.Name, nil, r.Args)
+		return h.callTool(ctx, []byte(r.Name), r.Args)
 	default:
 		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("unknown op %q", r.Op)), true
 	}
@@ -207,7 +207,7 @@ const toolRecordWait = governance.DefaultToolGrace + 150*time.Millisecond
 // run's deadline holds while a tool runs: when the run's context ends first, the host waits at most
 // toolRecordWait for the call to come back, and then the run is killed. A result that arrives after the end
 // never reaches the guest. The worker is reused from call to call; one that is left behind is never reused.
-func (h *guestHost) callTool(ctx context.Context, name string, rawName []byte, args json.RawMessage) ([]byte, bool) {
+func (h *guestHost) callTool(ctx context.Context, name []byte, args json.RawMessage) ([]byte, bool) {
 	st := h.state
 	if st.toolCtxOf != ctx { // once per exec: every call of an exec gets the same context
 		st.toolCtxOf, st.toolCtx = ctx, ctx
@@ -223,7 +223,7 @@ func (h *guestHost) callTool(ctx context.Context, name string, rawName []byte, a
 		j = &toolJob{bridge: st.bridge}
 		st.job = j
 	}
-	j.ctx, j.name, j.rawName, j.args = st.toolCtx, name, rawName, args
+	j.ctx, j.name, j.args = st.toolCtx, name, args
 	if st.abandonable {
 		// The exec runs on a worker that Sandbox.Run abandons if this call outlasts the deadline (execOn): the
 		// call runs here, and the gate runs the tool here too.
@@ -253,7 +253,7 @@ func (h *guestHost) callTool(ctx context.Context, name string, rawName []byte, a
 		return hostfuncs.ErrorResponse("DeadlineExceeded", "the run's deadline passed during the tool call"), true
 	}
 	resp, isErr := j.resp, j.isErr
-	j.resp, j.rawName, j.args = nil, nil, nil // keep nothing of this call alive in the exec
+	j.resp, j.name, j.args = nil, nil, nil // keep nothing of this call alive in the exec
 	if !isErr {
 		st.completed++
 	} else if !st.limitDenied {
@@ -274,31 +274,20 @@ func (h *guestHost) callTool(ctx context.Context, name string, rawName []byte, a
 type toolJob struct {
 	bridge *hostfuncs.Bridge
 	ctx    context.Context
-	name   string
-	// rawName, when not nil, is the name as the guest sent it (name is then unused): the bridge looks it up
-	// without copying it.
-	rawName []byte
-	args    json.RawMessage
-	resp    []byte
-	isErr   bool
+	name   []byte // as the guest sent it: the bridge looks it up without copying it
+	args   json.RawMessage
+	resp   []byte
+	isErr  bool
 }
 
 // Run is the worker's side of callTool: the call through the bridge, with a panic turned into a ToolError.
 func (j *toolJob) Run() {
 	defer func() {
 		if v := recover(); v != nil {
-			name := j.name
-			if j.rawName != nil {
-				name = string(j.rawName)
-			}
-			j.resp, j.isErr = hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", name)), true
+			j.resp, j.isErr = hostfuncs.ErrorResponse("ToolError", fmt.Sprintf("tool %s failed on the host", j.name)), true
 		}
 	}()
-	if j.rawName != nil {
-		j.resp, j.isErr = j.bridge.CallBytes(j.ctx, j.rawName, j.args)
-		return
-	}
-	j.resp, j.isErr = j.bridge.Call(j.ctx, j.name, j.args)
+	j.resp, j.isErr = j.bridge.CallBytes(j.ctx, j.name, j.args)
 }
 
 // truncateText cuts s to at most n bytes (on a UTF-8 boundary) and says how much was cut.
