@@ -209,6 +209,10 @@ type Run struct {
 	// watches are the contexts of the tools running inline (runInline), by their Done channel: one AfterFunc per
 	// context, not per call. Guarded by mu.
 	watches map[<-chan struct{}]*inlineWatch
+	// lastDone and lastWatch are the last watch used, so that the calls of one context (an exec's) skip the
+	// lookup in watches. Guarded by mu; cleared when that watch is dropped.
+	lastDone  <-chan struct{}
+	lastWatch *inlineWatch
 	// spare is an inlineJob no timer can reach any more, kept for the next inline call (one heap object less per
 	// call in a tight loop of calls). Guarded by mu.
 	spare *inlineJob
@@ -933,11 +937,52 @@ type inlineJob struct {
 	span         trace.Span
 	dec          Decision
 	approvalWait time.Duration
+	// w is the watch j was registered with (guarded by the run's mu).
+	w *inlineWatch
 }
 
-// inlineWatch is the one AfterFunc of a context under which tools run inline, and those tools.
+// inlineWatch is the one AfterFunc of a context under which tools run inline, and those tools: one in the slot
+// (a sandbox's calls come one at a time), any others in more.
 type inlineWatch struct {
-	jobs map[*inlineJob]struct{}
+	one  *inlineJob
+	more map[*inlineJob]struct{}
+}
+
+func (w *inlineWatch) add(j *inlineJob) {
+	if w.one == nil {
+		w.one = j
+		return
+	}
+	if w.more == nil {
+		w.more = map[*inlineJob]struct{}{}
+	}
+	w.more[j] = struct{}{}
+}
+
+// remove takes j out of w, reporting whether it was there.
+func (w *inlineWatch) remove(j *inlineJob) bool {
+	if w.one == j {
+		w.one = nil
+		return true
+	}
+	if _, ok := w.more[j]; ok {
+		delete(w.more, j)
+		return true
+	}
+	return false
+}
+
+// take empties w and returns its jobs.
+func (w *inlineWatch) take() []*inlineJob {
+	var jobs []*inlineJob
+	if w.one != nil {
+		jobs = append(jobs, w.one)
+	}
+	for j := range w.more {
+		jobs = append(jobs, j)
+	}
+	w.one, w.more = nil, nil
+	return jobs
 }
 
 // runInline runs tool on the calling goroutine, for a caller that abandons this goroutine when ctx ends (see
@@ -954,7 +999,7 @@ func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec
 		j.span, j.dec, j.approvalWait = span, dec, approvalWait
 	})
 	res, err := runTool(ctx, call, tool)
-	if r.unwatchInline(ctx, j) {
+	if r.unwatchInline(j) {
 		return res, err, false // no timer saw j: the tool finished first, and j is the run's spare again
 	}
 	if j.state.CompareAndSwap(toolRunning, toolFinished) {
@@ -978,16 +1023,20 @@ func (r *Run) watchInline(ctx context.Context, fill func(*inlineJob)) *inlineJob
 		j = &inlineJob{r: r}
 	}
 	fill(j)
-	w := r.watches[done]
-	first := w == nil
-	if first {
-		if r.watches == nil {
-			r.watches = map[<-chan struct{}]*inlineWatch{}
+	w, first := r.lastWatch, false
+	if r.lastDone != done {
+		w = r.watches[done]
+		if first = w == nil; first {
+			if r.watches == nil {
+				r.watches = map[<-chan struct{}]*inlineWatch{}
+			}
+			w = &inlineWatch{}
+			r.watches[done] = w
 		}
-		w = &inlineWatch{jobs: map[*inlineJob]struct{}{}}
-		r.watches[done] = w
+		r.lastDone, r.lastWatch = done, w
 	}
-	w.jobs[j] = struct{}{}
+	w.add(j)
+	j.w = w
 	r.mu.Unlock()
 	if first {
 		context.AfterFunc(ctx, func() { r.inlineCtxEnded(done) })
@@ -998,18 +1047,13 @@ func (r *Run) watchInline(ctx context.Context, fill func(*inlineJob)) *inlineJob
 // unwatchInline removes j from its context's watch once its tool has returned. It reports whether j was still
 // there: then no timer was armed for it, nothing else can reach it, and it becomes the run's spare (cleared of
 // the call). Otherwise the context ended while the tool ran and j is left to the race with its timer.
-func (r *Run) unwatchInline(ctx context.Context, j *inlineJob) bool {
+func (r *Run) unwatchInline(j *inlineJob) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	w := r.watches[ctx.Done()]
-	if w == nil {
+	if !j.w.remove(j) { // its context ended (inlineCtxEnded emptied the watch)
 		return false
 	}
-	if _, ok := w.jobs[j]; !ok {
-		return false
-	}
-	delete(w.jobs, j)
-	j.ctx, j.actx, j.call, j.rec, j.settle, j.span, j.dec = nil, nil, Call{}, Record{}, nil, nil, Decision{}
+	j.ctx, j.actx, j.call, j.rec, j.settle, j.span, j.dec, j.w = nil, nil, Call{}, Record{}, nil, nil, Decision{}, nil
 	r.spare = j
 	return true
 }
@@ -1018,13 +1062,13 @@ func (r *Run) unwatchInline(ctx context.Context, j *inlineJob) bool {
 // and the watch is dropped (a later call under the same context makes a new one, which fires at once).
 func (r *Run) inlineCtxEnded(done <-chan struct{}) {
 	r.mu.Lock()
-	w := r.watches[done]
 	var jobs []*inlineJob
-	if w != nil {
-		for j := range w.jobs {
-			jobs = append(jobs, j)
-		}
+	if w := r.watches[done]; w != nil {
+		jobs = w.take()
 		delete(r.watches, done)
+		if r.lastWatch == w {
+			r.lastDone, r.lastWatch = nil, nil
+		}
 	}
 	r.mu.Unlock()
 	for _, j := range jobs {

@@ -139,3 +139,88 @@ func TestInlineJobNotReusedUnderATimer(t *testing.T) {
 		t.Errorf("%d records, want allowed and ok for each call", n)
 	}
 }
+
+// Several tools may run inline under one context at once (a caller with its own goroutines). Each is watched:
+// one that returns is no longer abandoned, and when the context ends every one still running gets its
+// "abandoned" record after the grace, and its "late" record once it returns. A later context gets a watch of
+// its own.
+func TestInlineConcurrentCallsOfOneContext(t *testing.T) {
+	aud := &governance.MemoryAuditor{}
+	grace := 20 * time.Millisecond
+	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, ToolGrace: grace,
+		Limits: governance.Limits{MaxToolCalls: 100}})
+	run := g.NewRun("concurrent")
+	base, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var told atomic.Int32
+	ctx := handoff.WithCallerAbandons(base, func() { told.Add(1) })
+	call := governance.Call{Tool: "t", Effect: governance.ReadOnly}
+
+	const hung = 4
+	release := make(chan struct{})
+	started := make(chan struct{})
+	results := make(chan error, hung+2)
+	do := func(wait chan struct{}) {
+		_, err := run.Do(ctx, call, func(context.Context, governance.Call) ([]byte, error) {
+			started <- struct{}{}
+			<-wait
+			return []byte(`1`), nil
+		})
+		results <- err
+	}
+	// Two calls return while others still run, one registered first and one later; then another starts.
+	quick1, quick2 := make(chan struct{}), make(chan struct{})
+	go do(quick1)
+	<-started
+	for range hung - 1 {
+		go do(release)
+		<-started
+	}
+	go do(quick2)
+	<-started
+	for _, q := range []chan struct{}{quick2, quick1} {
+		close(q)
+		if err := <-results; err != nil {
+			t.Fatalf("a call that returned in time: %v", err)
+		}
+	}
+	go do(release)
+	<-started
+	cancel()
+	deadline := time.Now().Add(5 * time.Second)
+	count := func(s governance.Status) int {
+		n := 0
+		for _, rec := range aud.Records() {
+			if rec.Outcome == s {
+				n++
+			}
+		}
+		return n
+	}
+	for count(governance.StatusAbandoned) < hung || told.Load() < hung {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d abandoned records, caller told %d times; want %d each", count(governance.StatusAbandoned), told.Load(), hung)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(release)
+	for range hung {
+		if err := <-results; !errors.Is(err, governance.ErrToolAbandoned) {
+			t.Fatalf("a hung call returned %v, want ErrToolAbandoned", err)
+		}
+	}
+	if n, l, ok := count(governance.StatusAbandoned), count(governance.StatusLate), count(governance.StatusOK); n != hung || l != hung || ok != 2 {
+		t.Fatalf("records: %d abandoned, %d late, %d ok; want %d, %d, 2", n, l, ok, hung, hung)
+	}
+
+	// A new context: its call runs and is not abandoned by the old context's end.
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	out, err := run.Do(handoff.WithCallerAbandons(ctx2, func() {}), call, func(context.Context, governance.Call) ([]byte, error) {
+		time.Sleep(2 * grace)
+		return []byte(`2`), nil
+	})
+	if err != nil || string(out.Result) != "2" {
+		t.Fatalf("call under a new context: %v %+v", err, out)
+	}
+}
