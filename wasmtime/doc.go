@@ -9,8 +9,9 @@
 // prebuilt libraries cover linux and macOS on amd64 and arm64, and windows/amd64.
 //
 // The engine differs from wazero in two ways: its memory is its own (the sandbox's limit is enforced by the
-// store's limiter, and a snapshot image is copied into each instance rather than mapped copy-on-write), and a
-// deadline kill is a trap raised from inside the interpreter's tick import.
+// store's limiter, and a snapshot image is mapped copy-on-write over the start of each instance's memory on Linux
+// and macOS, copied in elsewhere), and a deadline kill is a trap raised from inside the interpreter's tick
+// import.
 package wasmtime
 
 import (

@@ -44,8 +44,9 @@ type wasmtimeEngine struct {
 //
 // Differences from NewWazero:
 //   - Memory: wasmtime-go cannot take a custom memory creator, so InstanceConfig.Memory only supplies the limit
-//     (enforced by the store's limiter: memory.grow past it returns -1) and the initial contents (a snapshot
-//     image is copied into the instance's memory at instantiation instead of being mapped copy-on-write).
+//     (enforced by the store's limiter: memory.grow past it returns -1) and the initial contents. A snapshot
+//     image in a file (engine.ImageMapper, Linux and macOS) is mapped copy-on-write over the start of the
+//     instance's memory once wasmtime made it; any other image is copied in.
 //   - Deadlines: the same tick import as wazero; a kill is a trap raised from inside tick.
 func newWasmtime(_ context.Context, cfg wasmtimeConfig) (engine.Engine, error) {
 	c := wasmtime.NewConfig()
@@ -144,8 +145,13 @@ func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg engine.InstanceCon
 	inst.store = wasmtime.NewStoreWithData(m.e.engine, inst)
 
 	// The allocator gives the limit and the initial contents (a snapshot image); the memory itself is wasmtime's.
+	// An image in a file is mapped over it copy-on-write; any other is copied in.
 	var initial []byte
-	if cfg.Memory != nil {
+	mapper, _ := cfg.Memory.(engine.ImageMapper)
+	if mapper != nil {
+		inst.limit = min(max(min(mapper.Limit(), m.memMax), mapper.ImageSize()), math.MaxInt64)
+		inst.store.Limiter(int64(inst.limit), -1, -1, -1, -1)
+	} else if cfg.Memory != nil {
 		limit, image, release, err := memorySource(cfg.Memory, m.memMax)
 		if err != nil {
 			w.Close()
@@ -167,18 +173,31 @@ func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg engine.InstanceCon
 	if ex := instance.GetExport(inst.store, "memory"); ex != nil {
 		inst.mem = ex.Memory()
 	}
-	if len(initial) > 0 {
+	size := uint64(len(initial))
+	if mapper != nil {
+		size = mapper.ImageSize()
+	}
+	if size > 0 {
 		if inst.mem == nil {
 			inst.Close(ctx)
 			return nil, errors.New("engine: instantiate: an initial memory image for a module without memory")
 		}
-		if size := uint64(inst.mem.DataSize(inst.store)); size < uint64(len(initial)) {
-			if _, err := inst.mem.Grow(inst.store, (uint64(len(initial))-size+0xffff)>>16); err != nil {
+		if have := uint64(inst.mem.DataSize(inst.store)); have < size {
+			if _, err := inst.mem.Grow(inst.store, (size-have+0xffff)>>16); err != nil {
 				inst.Close(ctx)
-				return nil, fmt.Errorf("engine: instantiate: memory image of %d bytes: %w", len(initial), err)
+				return nil, fmt.Errorf("engine: instantiate: memory image of %d bytes: %w", size, err)
 			}
 		}
-		copyNonZero(inst.mem.UnsafeData(inst.store), initial)
+		if mapper != nil {
+			// wasmtime's memory is one mapping that never moves (a 64-bit host reserves the whole 4 GiB), and it
+			// only ever unmaps it whole: the image's pages may stand in for its first bytes.
+			if err := mapper.MapImage(inst.mem.UnsafeData(inst.store)); err != nil {
+				inst.Close(ctx)
+				return nil, fmt.Errorf("engine: instantiate: %w", err)
+			}
+		} else {
+			copyNonZero(inst.mem.UnsafeData(inst.store), initial)
+		}
 	}
 	return inst, nil
 }

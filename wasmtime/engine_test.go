@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -504,7 +505,8 @@ except RecursionError:
 }
 
 // TestWasmtimeSnapshot starts guests from a memory image of an initialised one, as wasmbox's snapshots do (the
-// image is copied in by wasmtime, mapped copy-on-write by wazero; both timings are logged).
+// image is mapped copy-on-write on both engines where it lives in a file, and copied in by wasmtime from an
+// allocator that only gives its bytes; the timings are logged).
 func TestWasmtimeSnapshot(t *testing.T) {
 	for _, kind := range []string{"wasmtime", "wazero"} {
 		it := loadInterp(t, kind)
@@ -543,6 +545,28 @@ func TestWasmtimeSnapshot(t *testing.T) {
 			times = append(times, time.Since(start).Round(100*time.Microsecond).String())
 		}
 		t.Logf("%s: snapshot instance + print(…) + close: %s", kind, strings.Join(times, " "))
+		if kind == "wasmtime" && runtime.GOOS == "linux" {
+			// The image is mapped copy-on-write over wasmtime's memory, not copied: a new instance has written
+			// none of it, and what one instance writes no other sees.
+			a := newGuest(t, it, guestOpts{mod: mod, memory: image.Allocator(256 << 20)})
+			private, err := engine.PrivateBytes(a.inst.MemoryBytes()[:image.Size()])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if private > 64<<10 {
+				t.Fatalf("a new instance holds %d private bytes of a %d-byte image: the image was copied, not mapped", private, image.Size())
+			}
+			if out := a.mustExec("import sys\nsys.LEAK = 1\nbig = bytearray(b'x' * (8 << 20))\nprint(sys.LEAK, len(big))"); out != "1 8388608\n" {
+				t.Fatalf("the writing instance: %q", out)
+			}
+			if private, _ = engine.PrivateBytes(a.inst.MemoryBytes()[:image.Size()]); private == 0 {
+				t.Fatal("an instance that wrote its memory holds no private page: the accounting above proves nothing")
+			}
+			b := newGuest(t, it, guestOpts{mod: mod, memory: image.Allocator(256 << 20)})
+			if out := b.mustExec("import sys\nprint(hasattr(sys, 'LEAK'))"); out != "False\n" {
+				t.Fatalf("an instance saw another's write: %q", out)
+			}
+		}
 		if kind == "wasmtime" {
 			// An allocator that states its limit and image (the optional methods memorySource looks for).
 			a := imageBytesAllocator{MemoryAllocator: image.Allocator(256 << 20), limit: 256 << 20, image: g.inst.MemoryBytes()}

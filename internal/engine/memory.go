@@ -86,6 +86,21 @@ type Image interface {
 	Close() error
 }
 
+// An ImageMapper is an allocator whose memories start from an Image in a file, for an engine that allocates
+// linear memory itself (wasmtime): it maps the image over that memory instead of copying it, so that instances
+// share the image's pages until they write them.
+type ImageMapper interface {
+	MemoryAllocator
+	// Limit is the most memory a guest may have.
+	Limit() uint64
+	// ImageSize is the image's length in bytes, a multiple of the page size.
+	ImageSize() uint64
+	// MapImage maps the image copy-on-write over the start of mem, which must begin on a page boundary and hold
+	// at least ImageSize bytes; what mem held there is replaced. It fails once the image is closed. After an
+	// error, mem's first ImageSize bytes may be unmapped: the memory must not be used again.
+	MapImage(mem []byte) error
+}
+
 // NewImage captures mem (copied; the caller may reuse it).
 func NewImage(mem []byte) (Image, error) { return newImage(mem) }
 

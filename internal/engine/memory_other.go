@@ -2,7 +2,10 @@
 
 package engine
 
-import "os"
+import (
+	"errors"
+	"os"
+)
 
 func newLinearMemory(max uint64) LinearMemory { return &sliceMemory{max: max} }
 
@@ -17,3 +20,8 @@ func newImageFromFile(path string) (Image, error) {
 }
 
 func platformMemoryLimit(LinearMemory) (uint64, bool) { return 0, false }
+
+// PrivateBytes needs /proc/self/pagemap, which this system does not have.
+func PrivateBytes([]byte) (uint64, error) {
+	return 0, errors.New("engine: no /proc/self/pagemap on this system")
+}

@@ -203,32 +203,79 @@ func newImageFromFile(path string) (Image, error) {
 	return c, nil
 }
 
-func (c *cowImage) Allocator(limit uint64) MemoryAllocator {
-	return allocatorFunc(func(max uint64) LinearMemory {
-		if max == 0 || max > limit {
-			max = limit
-		}
-		max = maxU64(max, c.size) // callers check the limit against the image size first
-		if m := c.get(max); m != nil {
-			return m
-		}
-		m, err := reserve(max)
+func (c *cowImage) Allocator(limit uint64) MemoryAllocator { return imageAllocator{c: c, limit: limit} }
+
+// imageAllocator allocates memories that start as a copy-on-write view of c; it is also an ImageMapper, for
+// engines that allocate memory themselves.
+type imageAllocator struct {
+	c     *cowImage
+	limit uint64
+}
+
+func (a imageAllocator) Allocate(max uint64) LinearMemory {
+	c := a.c
+	if max == 0 || max > a.limit {
+		max = a.limit
+	}
+	max = maxU64(max, c.size) // callers check the limit against the image size first
+	if m := c.get(max); m != nil {
+		return m
+	}
+	m, err := reserve(max)
+	if err != nil {
+		return c.copyOut(max)
+	}
+	if c.size > 0 {
+		_, err = unix.MmapPtr(c.fd, 0, unsafe.Pointer(&m.region[0]), uintptr(c.size),
+			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
 		if err != nil {
+			m.Free()
 			return c.copyOut(max)
 		}
-		if c.size > 0 {
-			_, err = unix.MmapPtr(c.fd, 0, unsafe.Pointer(&m.region[0]), uintptr(c.size),
-				unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
-			if err != nil {
-				m.Free()
-				return c.copyOut(max)
-			}
-		}
-		m.size = c.size
-		m.release = c.put
-		m.image = c
-		return m
-	})
+	}
+	m.size = c.size
+	m.release = c.put
+	m.image = c
+	return m
+}
+
+var _ ImageMapper = imageAllocator{}
+
+// Limit implements ImageMapper.
+func (a imageAllocator) Limit() uint64 { return a.limit }
+
+// ImageSize implements ImageMapper.
+func (a imageAllocator) ImageSize() uint64 { return a.c.size }
+
+// MapImage implements ImageMapper.
+func (a imageAllocator) MapImage(mem []byte) error { return a.c.mapOver(mem) }
+
+// mapOver maps the image copy-on-write over the start of mem, replacing what was there.
+func (c *cowImage) mapOver(mem []byte) error {
+	if c.size == 0 {
+		return nil
+	}
+	if uint64(len(mem)) < c.size {
+		return fmt.Errorf("engine: map image: a memory of %d bytes cannot hold an image of %d", len(mem), c.size)
+	}
+	if base := uintptr(unsafe.Pointer(&mem[0])); base%uintptr(os.Getpagesize()) != 0 {
+		return fmt.Errorf("engine: map image: memory at %#x does not start on a page", base)
+	}
+	// Under inUse, so that Close cannot close fd (whose number another file could then take) meanwhile.
+	c.inUse.RLock()
+	defer c.inUse.RUnlock()
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed {
+		return errors.New("engine: map image: the image is closed")
+	}
+	_, err := unix.MmapPtr(c.fd, 0, unsafe.Pointer(&mem[0]), uintptr(c.size),
+		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+	if err != nil {
+		return fmt.Errorf("engine: map image: %w", err)
+	}
+	return nil
 }
 
 func (c *cowImage) get(max uint64) *mmapMemory {
@@ -400,4 +447,16 @@ func platformMemoryLimit(lm LinearMemory) (uint64, bool) {
 		return uint64(len(m.region)), true
 	}
 	return 0, false
+}
+
+// PrivateBytes reports how many bytes of mem, a mapped memory, are private to it: written since they were mapped
+// from an image, or anonymous memory in use. It needs /proc/self/pagemap (Linux); for the tests of engines that
+// map images themselves.
+func PrivateBytes(mem []byte) (uint64, error) {
+	if len(mem) == 0 {
+		return 0, nil
+	}
+	var n uint64
+	err := privateRanges(uintptr(unsafe.Pointer(&mem[0])), uint64(len(mem)), func(_, k uint64) { n += k })
+	return n, err
 }
