@@ -17,6 +17,7 @@ import (
 	"github.com/bytecodealliance/wasmtime-go/v39"
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/wasmbin"
 )
 
 // wasmtimeVersion names the compiled artifacts in the cache directory; wasmtime also refuses (with an error, then
@@ -100,6 +101,7 @@ func (e *wasmtimeEngine) Compile(_ context.Context, wasm []byte) (engine.Module,
 		}
 	}
 	wm := &wasmtimeModule{e: e, mod: mod, memMax: 1 << 32}
+	wm.resetGlobals, wm.resettable = wasmbin.ResetGlobals(wasm)
 	for _, ex := range mod.Exports() {
 		t := ex.Type()
 		switch {
@@ -127,6 +129,9 @@ type wasmtimeModule struct {
 	mod    *wasmtime.Module
 	funcs  []string
 	memMax uint64 // the exported memory's declared maximum in bytes (4 GiB if none)
+	// resettable: the module carries wasmbin.ResetSection, whose names are resetGlobals.
+	resettable   bool
+	resetGlobals []string
 }
 
 func (m *wasmtimeModule) ExportedFunctions() []string { return append([]string(nil), m.funcs...) }
@@ -194,6 +199,10 @@ func (m *wasmtimeModule) Instantiate(ctx context.Context, cfg engine.InstanceCon
 			if err := mapper.MapImage(inst.mem.UnsafeData(inst.store)); err != nil {
 				inst.Close(ctx)
 				return nil, fmt.Errorf("engine: instantiate: %w", err)
+			}
+			inst.image = mapper
+			if m.resettable {
+				inst.globals = resetGlobals(inst, m.resetGlobals)
 			}
 		} else {
 			copyNonZero(inst.mem.UnsafeData(inst.store), initial)
@@ -264,6 +273,32 @@ type wasmtimeInstance struct {
 	exited   bool
 	exitCode uint32
 	closed   bool
+
+	// For Recycle: image is what the memory was mapped from (nil if it was not), globals the mutable globals
+	// with their initial values (nil if the module cannot be reset), and failed is set by the first Call that
+	// did not return normally (a trap, proc_exit, a kill, a host function's panic).
+	image   engine.ImageMapper
+	globals []globalReset
+	failed  bool
+}
+
+type globalReset struct {
+	g       *wasmtime.Global
+	initial wasmtime.Val
+}
+
+// resetGlobals finds the mutable globals named by the module's wasmbin.ResetSection, with their values now
+// (just after instantiation); nil if one of them is not an exported mutable global, as the section promised.
+func resetGlobals(i *wasmtimeInstance, names []string) []globalReset {
+	out := make([]globalReset, 0, len(names))
+	for _, name := range names {
+		ex := i.instance.GetExport(i.store, name)
+		if ex == nil || ex.Global() == nil || !ex.Global().Type(i.store).Mutable() {
+			return nil
+		}
+		out = append(out, globalReset{g: ex.Global(), initial: ex.Global().Get(i.store)})
+	}
+	return out
 }
 
 func (i *wasmtimeInstance) Call(ctx context.Context, name string, params ...uint64) (res []uint64, err error) {
@@ -310,11 +345,13 @@ func (i *wasmtimeInstance) Call(ctx context.Context, name string, params ...uint
 		i.ctx = prev
 		// wasmtime-go re-raises a host function's panic here; report it like any other failure of the call.
 		if r := recover(); r != nil {
+			i.failed = true
 			res, err = nil, fmt.Errorf("engine: %s: host function panicked: %v", name, r)
 		}
 	}()
 	out, callErr := fn.Call(i.store, args...)
 	if callErr != nil {
+		i.failed = true
 		switch {
 		case i.killed:
 			return nil, engine.ErrKilled
@@ -417,10 +454,67 @@ func (i *wasmtimeInstance) Close(context.Context) error {
 		return nil
 	}
 	i.closed = true
-	err := i.wasi.Close()
+	var err error
+	if i.wasi != nil { // nil while recycled
+		err = i.wasi.Close()
+	}
 	i.store.Close()
 	return err
 }
+
+// Recycle implements engine.Recycler: the run's files are closed and its WASI state and host dropped, memory
+// goes back to the image it was mapped from (the pages the run wrote are copied back), and every mutable global
+// to its initial value. An instance whose memory grew is not recycled: wasmtime cannot shrink a memory.
+func (i *wasmtimeInstance) Recycle() error {
+	switch {
+	case i.closed:
+		return errors.New("engine: recycle: instance closed")
+	case i.wasi == nil:
+		return errors.New("engine: recycle: instance already recycled")
+	case i.failed || i.killed || i.exited:
+		return errors.New("engine: recycle: a call did not return normally")
+	case i.globals == nil:
+		return errors.New("engine: recycle: the module does not say how to reset its instances")
+	case i.image == nil || i.mem == nil:
+		return errors.New("engine: recycle: the instance's memory has no image to go back to")
+	}
+	err := i.wasi.Close()
+	i.wasi, i.host, i.pending, i.hasResp = nil, nil, nil, false
+	if err != nil {
+		i.failed = true
+		return fmt.Errorf("engine: recycle: closing the run's files: %w", err)
+	}
+	if size, image := uint64(i.mem.DataSize(i.store)), i.image.ImageSize(); size != image {
+		i.failed = true
+		return fmt.Errorf("engine: recycle: memory grew from %d to %d bytes", image, size)
+	}
+	if err := i.image.ResetMapped(i.memory()); err != nil {
+		i.failed = true
+		return fmt.Errorf("engine: recycle: %w", err)
+	}
+	for _, gr := range i.globals {
+		if err := gr.g.Set(i.store, gr.initial); err != nil {
+			i.failed = true
+			return fmt.Errorf("engine: recycle: %w", err)
+		}
+	}
+	return nil
+}
+
+// Reuse implements engine.Recycler.
+func (i *wasmtimeInstance) Reuse(cfg engine.InstanceConfig) error {
+	if i.closed || i.failed || i.wasi != nil {
+		return errors.New("engine: reuse: the instance is not recycled")
+	}
+	w, err := engine.NewWASI(cfg)
+	if err != nil {
+		return err
+	}
+	i.wasi, i.host = w, cfg.Host
+	return nil
+}
+
+var _ engine.Recycler = (*wasmtimeInstance)(nil)
 
 // callerInstance returns the instance whose store made the host call.
 func callerInstance(c *wasmtime.Caller) *wasmtimeInstance {

@@ -176,13 +176,26 @@ type guestOpts struct {
 // newGuest instantiates the interpreter in wasmbox's mount layout (wasmbox/interp.go, guest.go).
 func newGuest(t testing.TB, it *testInterp, o guestOpts) *testGuest {
 	t.Helper()
-	g := &testGuest{t: t, host: &testHost{}, ws: o.ws, tmp: vfs.New(vfs.Limits{})}
-	if g.ws == nil {
-		g.ws = vfs.New(vfs.Limits{})
-	}
+	g, cfg := newGuestState(t, it, o)
 	mod := o.mod
 	if mod == nil {
 		mod = it.mod
+	}
+	inst, err := mod.Instantiate(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("instantiate: %v", err)
+	}
+	g.inst = inst
+	t.Cleanup(func() { _ = inst.Close(context.Background()) })
+	return g
+}
+
+// newGuestState is a guest with new output buffers, host, /tmp and (unless o has one) workspace, and the
+// instance configuration that gives them to an instance; the instance is still to be made or reused.
+func newGuestState(t testing.TB, it *testInterp, o guestOpts) (*testGuest, engine.InstanceConfig) {
+	g := &testGuest{t: t, host: &testHost{}, ws: o.ws, tmp: vfs.New(vfs.Limits{})}
+	if g.ws == nil {
+		g.ws = vfs.New(vfs.Limits{})
 	}
 	pkgs := engine.Mount{GuestPath: "/packages", FS: embed.FS{}}
 	if o.packages != nil {
@@ -207,13 +220,7 @@ func newGuest(t testing.TB, it *testInterp, o guestOpts) *testGuest {
 		Memory:    o.memory,
 		Host:      g.host,
 	}
-	inst, err := mod.Instantiate(context.Background(), cfg)
-	if err != nil {
-		t.Fatalf("instantiate: %v", err)
-	}
-	g.inst = inst
-	t.Cleanup(func() { _ = inst.Close(context.Background()) })
-	return g
+	return g, cfg
 }
 
 func (g *testGuest) call(ctx context.Context, fn string, params ...uint64) []uint64 {
@@ -510,29 +517,9 @@ except RecursionError:
 func TestWasmtimeSnapshot(t *testing.T) {
 	for _, kind := range []string{"wasmtime", "wazero"} {
 		it := loadInterp(t, kind)
-		g := newGuest(t, it, guestOpts{memory: engine.LimitedAllocator(256 << 20)})
-		g.boot()
-		sp, ok := g.inst.Global(hostfuncs.ExportStackPtr)
-		if !ok {
-			t.Fatal("no stack pointer")
-		}
-		image, err := engine.NewImage(g.inst.MemoryBytes())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer image.Close()
-		wasm, err := wasmbin.RewriteForSnapshot(it.wasm, map[string]uint64{
-			hostfuncs.ExportStackPtr: sp, hostfuncs.ExportFuel: hostfuncs.TickInterval,
-		}, 0, []string{hostfuncs.ExportInitialize})
-		if err != nil {
-			t.Fatal(err)
-		}
 		start := time.Now()
-		mod, err := it.eng.Compile(context.Background(), wasm)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("%s: image %d MiB, snapshot module compile %v", kind, image.Size()>>20, time.Since(start))
+		g, mod, image := snapshotOf(t, it)
+		t.Logf("%s: image %d MiB, boot, snapshot and compile %v", kind, image.Size()>>20, time.Since(start))
 		var times []string
 		for k := range 5 {
 			start := time.Now()
@@ -578,6 +565,34 @@ func TestWasmtimeSnapshot(t *testing.T) {
 			t.Logf("%s: snapshot instance + print with ImageBytes: %v", kind, time.Since(start))
 		}
 	}
+}
+
+// snapshotOf boots a guest of it and makes what wasmbox's snapshots are: the image of its memory and the module
+// rewritten to start from it (with wasmbin.ResetSection). The image is closed when the test ends.
+func snapshotOf(t *testing.T, it *testInterp) (*testGuest, engine.Module, engine.Image) {
+	t.Helper()
+	g := newGuest(t, it, guestOpts{memory: engine.LimitedAllocator(256 << 20)})
+	g.boot()
+	sp, ok := g.inst.Global(hostfuncs.ExportStackPtr)
+	if !ok {
+		t.Fatal("no stack pointer")
+	}
+	image, err := engine.NewImage(g.inst.MemoryBytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = image.Close() })
+	wasm, err := wasmbin.RewriteForSnapshot(it.wasm, map[string]uint64{
+		hostfuncs.ExportStackPtr: sp, hostfuncs.ExportFuel: hostfuncs.TickInterval,
+	}, 0, []string{hostfuncs.ExportInitialize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := it.eng.Compile(context.Background(), wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g, mod, image
 }
 
 type imageBytesAllocator struct {

@@ -69,3 +69,47 @@ func TestSandbox(t *testing.T) {
 		t.Fatalf("Close: %v", err)
 	}
 }
+
+// A Sandbox's Runs on this engine reuse instances (recycled: memory back to the snapshot image, globals to their
+// first values); no Run sees anything of an earlier one, whether that Run ended normally, grew its memory,
+// raised, exited or was killed (the last four close the instance instead).
+func TestRunsLeaveNothingBehind(t *testing.T) {
+	ctx := context.Background()
+	sb, err := wasmbox.New(ctx, wasmbox.Config{Engine: "wasmtime", Timeout: 2 * time.Second, MemoryLimit: 256 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Close(ctx)
+	const leave = `import os, sys, builtins, json
+builtins.LEAK = [bytes(1000) for _ in range(1000)]
+json.LEAK = 1
+sys.modules["leaked_module"] = sys
+sys.setrecursionlimit(77)
+os.environ["LEAK"] = "1"
+os.chdir("/tmp")
+open("/tmp/left", "w").write("x")
+open("/workspace/left", "w").write("x")
+held = open("/workspace/held", "w")
+`
+	const check = `import os, sys, builtins, json
+print(hasattr(builtins, "LEAK"), hasattr(json, "LEAK"), "leaked_module" in sys.modules,
+      sys.getrecursionlimit() == 77, "LEAK" in os.environ, os.getcwd(), os.listdir("/workspace"),
+      os.path.exists("/tmp/left"))
+`
+	const clean = "False False False False False /workspace [] False\n"
+	for _, other := range []string{
+		leave,
+		leave + "x = bytearray(100 << 20)\nx[-1] = 1",
+		leave + "raise ValueError('after leaving')",
+		leave + "import os\nos._exit(3)",
+		leave + "while True: pass",
+	} {
+		for range 2 { // the second Run takes the instance the check below put back
+			_, _ = sb.Run(ctx, other)
+			res, err := sb.Run(ctx, check)
+			if err != nil || res.Stdout != clean {
+				t.Fatalf("after %q: %v %q, want %q", other, err, res.Stdout, clean)
+			}
+		}
+	}
+}

@@ -25,7 +25,7 @@ func defineWASI(l *wasmtime.Linker) error {
 		err := l.FuncNew(engine.WASIModule, d.Name, wasmtime.NewFuncType(params, valTypes(kindI32)),
 			func(c *wasmtime.Caller, a []wasmtime.Val) ([]wasmtime.Val, *wasmtime.Trap) {
 				inst := callerInstance(c)
-				if inst == nil {
+				if inst == nil || inst.wasi == nil { // no instance, or one idle between Recycle and Reuse
 					return []wasmtime.Val{wasmtime.ValI32(wasiENosys)}, nil
 				}
 				var buf [9]uint64 // the most parameters of a WASI function (path_open)

@@ -99,6 +99,10 @@ type ImageMapper interface {
 	// at least ImageSize bytes; what mem held there is replaced. It fails once the image is closed. After an
 	// error, mem's first ImageSize bytes may be unmapped: the memory must not be used again.
 	MapImage(mem []byte) error
+	// ResetMapped puts the first ImageSize bytes of mem, mapped by MapImage, back to the image: the pages written
+	// since are copied back from it (the kernel lists them), or the image is mapped over them again. After an
+	// error the memory must not be used again.
+	ResetMapped(mem []byte) error
 }
 
 // NewImage captures mem (copied; the caller may reuse it).

@@ -248,32 +248,42 @@ func (a imageAllocator) Limit() uint64 { return a.limit }
 func (a imageAllocator) ImageSize() uint64 { return a.c.size }
 
 // MapImage implements ImageMapper.
-func (a imageAllocator) MapImage(mem []byte) error { return a.c.mapOver(mem) }
+func (a imageAllocator) MapImage(mem []byte) error {
+	return a.c.onRegion("map image", mem, a.c.mapAt)
+}
 
-// mapOver maps the image copy-on-write over the start of mem, replacing what was there.
-func (c *cowImage) mapOver(mem []byte) error {
+// ResetMapped implements ImageMapper.
+func (a imageAllocator) ResetMapped(mem []byte) error {
+	c := a.c
+	if c.remapReset {
+		return c.onRegion("reset memory", mem, c.mapAt)
+	}
+	return c.onRegion("reset memory", mem, c.restore)
+}
+
+// onRegion checks that mem can hold the image at a page boundary and runs f on it while the image is open.
+func (c *cowImage) onRegion(what string, mem []byte, f func([]byte) error) error {
 	if c.size == 0 {
 		return nil
 	}
 	if uint64(len(mem)) < c.size {
-		return fmt.Errorf("engine: map image: a memory of %d bytes cannot hold an image of %d", len(mem), c.size)
+		return fmt.Errorf("engine: %s: a memory of %d bytes cannot hold an image of %d", what, len(mem), c.size)
 	}
 	if base := uintptr(unsafe.Pointer(&mem[0])); base%uintptr(os.Getpagesize()) != 0 {
-		return fmt.Errorf("engine: map image: memory at %#x does not start on a page", base)
+		return fmt.Errorf("engine: %s: memory at %#x does not start on a page", what, base)
 	}
-	// Under inUse, so that Close cannot close fd (whose number another file could then take) meanwhile.
+	// Under inUse, so that Close cannot close fd (whose number another file could then take) or unmap src
+	// meanwhile.
 	c.inUse.RLock()
 	defer c.inUse.RUnlock()
 	c.mu.Lock()
 	closed := c.closed
 	c.mu.Unlock()
 	if closed {
-		return errors.New("engine: map image: the image is closed")
+		return fmt.Errorf("engine: %s: the image is closed", what)
 	}
-	_, err := unix.MmapPtr(c.fd, 0, unsafe.Pointer(&mem[0]), uintptr(c.size),
-		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
-	if err != nil {
-		return fmt.Errorf("engine: map image: %w", err)
+	if err := f(mem); err != nil {
+		return fmt.Errorf("engine: %s: %w", what, err)
 	}
 	return nil
 }
@@ -340,12 +350,18 @@ func (c *cowImage) reset(m *mmapMemory) error {
 	if err := c.dropGrowth(m); err != nil {
 		return err
 	}
+	return c.restore(m.region)
+}
+
+// restore puts the first c.size bytes of region, where the image is mapped, back to the image: the pages that
+// became private are copied back, or the image is mapped again when there are many of them.
+func (c *cowImage) restore(region []byte) error {
 	if c.size == 0 {
 		return nil
 	}
 	var small [32][2]uint64
 	ranges, private := small[:0], uint64(0)
-	err := privateRanges(uintptr(unsafe.Pointer(&m.region[0])), c.size, func(off, n uint64) {
+	err := privateRanges(uintptr(unsafe.Pointer(&region[0])), c.size, func(off, n uint64) {
 		ranges = append(ranges, [2]uint64{off, n})
 		private += n
 	})
@@ -353,10 +369,10 @@ func (c *cowImage) reset(m *mmapMemory) error {
 		return err
 	}
 	if private > c.size/remapFraction {
-		return c.remap(m)
+		return c.mapAt(region)
 	}
 	for _, r := range ranges {
-		copy(m.region[r[0]:r[0]+r[1]], c.src[r[0]:r[0]+r[1]])
+		copy(region[r[0]:r[0]+r[1]], c.src[r[0]:r[0]+r[1]])
 	}
 	return nil
 }
@@ -391,10 +407,15 @@ func (c *cowImage) remap(m *mmapMemory) error {
 	if err := c.dropGrowth(m); err != nil {
 		return err
 	}
+	return c.mapAt(m.region)
+}
+
+// mapAt maps the image copy-on-write over the first c.size bytes of region. The caller holds inUse.
+func (c *cowImage) mapAt(region []byte) error {
 	if c.size == 0 {
 		return nil
 	}
-	_, err := unix.MmapPtr(c.fd, 0, unsafe.Pointer(&m.region[0]), uintptr(c.size),
+	_, err := unix.MmapPtr(c.fd, 0, unsafe.Pointer(&region[0]), uintptr(c.size),
 		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
 	return err
 }
