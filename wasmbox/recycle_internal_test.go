@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/enginetest"
 )
 
 // spareCount is how many recycled instances sb keeps.
@@ -21,63 +22,8 @@ func spareCount(sb *Sandbox) int {
 // instanceState is what an instance holds between calls: linear memory and the mutable globals.
 func instanceState(t *testing.T, inst engine.Instance) ([]byte, [2]uint64) {
 	t.Helper()
-	mem := append([]byte(nil), inst.MemoryBytes()...)
-	var g [2]uint64
-	for k, name := range []string{hostfuncs.ExportStackPtr, hostfuncs.ExportFuel} {
-		v, ok := inst.Global(name)
-		if !ok {
-			t.Fatalf("no global %s", name)
-		}
-		g[k] = v
-	}
-	return mem, g
+	return append([]byte(nil), inst.MemoryBytes()...), enginetest.Globals(t, inst)
 }
-
-// leaveEverything is a Run that changes every kind of state a program can reach and ends normally: objects,
-// modules, interpreter settings, C-level state, open files and directory listings, closed and duplicated
-// descriptors (the mounts' own included), cwd, environment, the stack and the deadline counter.
-const leaveEverything = `import os, sys, builtins, gc, json, random
-leak = [bytes(1000) for _ in range(2000)]
-builtins.LEAK = leak
-json.LEAK = 1
-sys.modules["leaked_module"] = sys
-sys.setrecursionlimit(77)
-sys.path.insert(0, "/evil")
-gc.disable()
-random.seed(1)
-os.environ["LEAK"] = "1"
-os.putenv("LEAK2", "1")
-os.chdir("/tmp")
-held = [open("/workspace/held%d" % k, "w") for k in range(5)]
-for f in held:
-    f.write("x")
-listing = os.scandir("/usr/local/lib")
-next(listing)
-fds = [os.open("/workspace/held0", os.O_RDONLY) for _ in range(3)]
-for fd in range(3, 10):
-    try:
-        os.close(fd)  # the preopened mounts among them
-    except OSError:
-        pass
-try:
-    os.dup2(fds[-1], 3)
-except (OSError, AttributeError):
-    pass
-def deep(n):
-    return 0 if n == 0 else 1 + deep(n - 1)
-deep(60)
-x = 0
-for _ in range(100000):
-    x += 1
-print("left")`
-
-// probe prints what a program sees of the state leaveEverything changes.
-const probe = `import os, sys, builtins, gc, json
-fd = os.open("/workspace/probe", os.O_CREAT | os.O_WRONLY)
-print(fd, os.listdir("/"), sorted(os.listdir("/usr/local/lib"))[:3], os.getcwd())
-print(hasattr(builtins, "LEAK"), hasattr(json, "LEAK"), "leaked_module" in sys.modules, "/evil" in sys.path)
-print(sys.getrecursionlimit(), gc.isenabled(), "LEAK" in os.environ, os.getenv("LEAK2"))
-print(len(sys.modules), sorted(os.listdir("/workspace")))`
 
 // A recycled instance is what instantiation made: the same memory, byte for byte, and the same globals; a
 // program on it sees what a program on a new instance sees.
@@ -98,7 +44,7 @@ func TestRecycledInstanceIsAsInstantiated(t *testing.T) {
 	if n := spareCount(sb); n != 0 {
 		t.Fatalf("a guest that served no Run was kept (%d spares)", n)
 	}
-	want, err := sb.Run(ctx, probe) // on a new instance
+	want, err := sb.Run(ctx, enginetest.Probe) // on a new instance
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +53,7 @@ func TestRecycledInstanceIsAsInstantiated(t *testing.T) {
 	}
 
 	for round := range 3 {
-		res, err := sb.Run(ctx, leaveEverything)
+		res, err := sb.Run(ctx, enginetest.LeaveEverything)
 		if err != nil || res.Stdout != "left\n" {
 			t.Fatalf("round %d: %v %q %s", round, err, res.Stdout, res.Stderr)
 		}
@@ -131,7 +77,7 @@ func TestRecycledInstanceIsAsInstantiated(t *testing.T) {
 			}
 			t.Errorf("round %d: memory differs from a new instance's (%d vs %d bytes, %d differ)", round, len(mem), len(freshMem), diff)
 		}
-		got, err := sb.Run(ctx, probe) // on the recycled instance
+		got, err := sb.Run(ctx, enginetest.Probe) // on the recycled instance
 		if err != nil {
 			t.Fatal(err)
 		}

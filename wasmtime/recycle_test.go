@@ -7,83 +7,37 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/enginetest"
 )
 
-// leaveEverything changes every kind of state a program can reach and ends normally: objects, modules,
-// interpreter settings, open files and directory listings, closed descriptors, cwd, environment, the stack and
-// the deadline counter.
-const leaveEverything = `import os, sys, builtins, gc, json, random
-leak = [bytes(1000) for _ in range(2000)]
-builtins.LEAK = leak
-json.LEAK = 1
-sys.modules["leaked_module"] = sys
-sys.setrecursionlimit(77)
-sys.path.insert(0, "/evil")
-gc.disable()
-random.seed(1)
-os.environ["LEAK"] = "1"
-os.chdir("/tmp")
-held = [open("/workspace/held%d" % k, "w") for k in range(5)]
-for f in held:
-    f.write("x")
-listing = os.scandir("/usr/local/lib")
-next(listing)
-fds = [os.open("/workspace/held0", os.O_RDONLY) for _ in range(3)]
-open("/tmp/left", "w").write("x")
-def deep(n):
-    return 0 if n == 0 else 1 + deep(n - 1)
-deep(60)
-s = 0
-for i in range(200_000):
-    s += i
-print("left")
-`
-
-// checkNothingLeft is what a new run sees: none of leaveEverything's state.
-const checkNothingLeft = `import os, sys, builtins, gc, json
-print(hasattr(builtins, "LEAK"), hasattr(json, "LEAK"), "leaked_module" in sys.modules,
-      sys.getrecursionlimit() == 77, "/evil" in sys.path, gc.isenabled(), "LEAK" in os.environ,
-      os.getcwd(), sorted(os.listdir("/workspace")), os.path.exists("/tmp/left"))
-`
-
-const nothingLeft = "False False False False False True False /workspace [] False\n"
-
-// instanceGlobals reads the mutable globals a recycled instance must give back.
-func instanceGlobals(t *testing.T, inst engine.Instance) [2]uint64 {
-	t.Helper()
-	var g [2]uint64
-	for k, name := range []string{hostfuncs.ExportStackPtr, hostfuncs.ExportFuel} {
-		v, ok := inst.Global(name)
-		if !ok {
-			t.Fatalf("no global %s", name)
-		}
-		g[k] = v
-	}
-	return g
-}
-
-// A wasmtime instance started from a mapped snapshot image can serve another run: Recycle puts its memory back to
-// the image, byte for byte, and its globals to their initial values; Reuse gives it a new run's world, in which
-// nothing of the last run is left.
-func TestWasmtimeRecycle(t *testing.T) {
+// recyclable is the wasmtime interpreter, its snapshot module and an allocator of its image: what recyclable
+// instances are made of. Where images are copied rather than mapped, there are none, and the test is skipped.
+func recyclable(t *testing.T) (*testInterp, engine.Module, engine.MemoryAllocator) {
 	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
 		t.Skip("images are copied, not mapped, on " + runtime.GOOS + ": its instances are not recycled")
 	}
 	it := loadInterp(t, "wasmtime")
 	_, mod, image := snapshotOf(t, it)
-	alloc := image.Allocator(256 << 20)
+	return it, mod, image.Allocator(256 << 20)
+}
 
+// A wasmtime instance started from a mapped snapshot image can serve another run: Recycle puts its memory back to
+// the image, byte for byte, and its globals to their initial values; Reuse gives it a new run's world, in which a
+// program sees what it sees on a new instance.
+func TestWasmtimeRecycle(t *testing.T) {
+	it, mod, alloc := recyclable(t)
+
+	want := newGuest(t, it, guestOpts{mod: mod, memory: alloc}).mustExec(enginetest.Probe) // on a new instance
 	g := newGuest(t, it, guestOpts{mod: mod, memory: alloc})
 	mem0 := append([]byte(nil), g.inst.MemoryBytes()...)
-	glob0 := instanceGlobals(t, g.inst)
+	glob0 := enginetest.Globals(t, g.inst)
 	r, ok := g.inst.(engine.Recycler)
 	if !ok {
 		t.Fatal("a wasmtime instance is not an engine.Recycler")
 	}
 	for round := range 3 {
-		if out := g.mustExec(leaveEverything); out != "left\n" {
+		if out := g.mustExec(enginetest.LeaveEverything); out != "left\n" {
 			t.Fatalf("round %d: %q", round, out)
 		}
 		if bytes.Equal(g.inst.MemoryBytes(), mem0) {
@@ -101,7 +55,7 @@ func TestWasmtimeRecycle(t *testing.T) {
 			}
 			t.Fatalf("round %d: memory after recycling differs from the instance's first (%d bytes of %d, lengths %d and %d)", round, diff, len(mem0), len(mem), len(mem0))
 		}
-		if glob := instanceGlobals(t, g.inst); glob != glob0 {
+		if glob := enginetest.Globals(t, g.inst); glob != glob0 {
 			t.Fatalf("round %d: globals %v after recycling, want %v", round, glob, glob0)
 		}
 		if err := r.Recycle(); err == nil {
@@ -112,8 +66,8 @@ func TestWasmtimeRecycle(t *testing.T) {
 			t.Fatalf("round %d: reuse: %v", round, err)
 		}
 		next.inst = g.inst
-		if out := next.mustExec(checkNothingLeft); out != nothingLeft {
-			t.Fatalf("round %d: the next run saw %q, want %q", round, out, nothingLeft)
+		if got := next.mustExec(enginetest.Probe); got != want {
+			t.Fatalf("round %d: on a recycled instance the probe saw\n%s\non a new one\n%s", round, got, want)
 		}
 		g = next
 	}
@@ -124,12 +78,7 @@ func TestWasmtimeRecycle(t *testing.T) {
 
 // Recycling is refused, and the instance must then be closed, whenever it cannot be proven complete.
 func TestWasmtimeRecycleRefused(t *testing.T) {
-	if runtime.GOOS != "linux" && runtime.GOOS != "darwin" {
-		t.Skip("images are copied, not mapped, on " + runtime.GOOS + ": its instances are not recycled")
-	}
-	it := loadInterp(t, "wasmtime")
-	_, mod, image := snapshotOf(t, it)
-	alloc := image.Allocator(256 << 20)
+	it, mod, alloc := recyclable(t)
 	for _, c := range []struct{ name, code, want string }{
 		{"memory grew", "x = bytearray(64 << 20)\nx[-1] = 1", "memory grew"},
 		{"the guest exited", "import os\nos._exit(3)", "did not return normally"},
