@@ -10,8 +10,8 @@
 //
 // The engine differs from wazero in two ways: its memory is its own (the sandbox's limit is enforced by the
 // store's limiter, and a snapshot image is mapped copy-on-write over the start of each instance's memory on Linux
-// and macOS, copied in elsewhere), and a deadline kill is a trap raised from inside the interpreter's tick
-// import.
+// and macOS, copied in elsewhere or where no image file can be made; only instances whose memory was mapped are
+// recycled for later runs), and a deadline kill is a trap raised from inside the interpreter's tick import.
 package wasmtime
 
 import (

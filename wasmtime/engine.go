@@ -311,6 +311,13 @@ func (i *wasmtimeInstance) Call(ctx context.Context, name string, params ...uint
 	if i.exited {
 		return nil, &engine.ExitError{Code: i.exitCode}
 	}
+	if i.failed {
+		return nil, fmt.Errorf("engine: %s: instance unusable after a failed call", name)
+	}
+	if i.wasi == nil {
+		// Between Recycle and Reuse: whatever a call wrote would not be undone before the next run.
+		return nil, fmt.Errorf("engine: %s: instance recycled and not yet reused", name)
+	}
 	fn := i.funcs[name]
 	if fn == nil {
 		fn = i.instance.GetFunc(i.store, name)

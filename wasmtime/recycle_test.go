@@ -82,6 +82,7 @@ func TestWasmtimeRecycleRefused(t *testing.T) {
 	for _, c := range []struct{ name, code, want string }{
 		{"memory grew", "x = bytearray(64 << 20)\nx[-1] = 1", "memory grew"},
 		{"the guest exited", "import os\nos._exit(3)", "did not return normally"},
+		{"a trap", "import os\nos.abort()", "did not return normally"}, // abort is wasm's unreachable
 	} {
 		g := newGuest(t, it, guestOpts{mod: mod, memory: alloc})
 		_, _ = g.exec(context.Background(), c.code)

@@ -93,7 +93,7 @@ type ImageMapper interface {
 	MemoryAllocator
 	// Limit is the most memory a guest may have.
 	Limit() uint64
-	// ImageSize is the image's length in bytes, a multiple of the page size.
+	// ImageSize is the image's length in bytes.
 	ImageSize() uint64
 	// MapImage maps the image copy-on-write over the start of mem, which must begin on a page boundary and hold
 	// at least ImageSize bytes; what mem held there is replaced. It fails once the image is closed. After an

@@ -410,13 +410,19 @@ func (c *cowImage) remap(m *mmapMemory) error {
 	return c.mapAt(m.region)
 }
 
-// mapAt maps the image copy-on-write over the first c.size bytes of region. The caller holds inUse.
+// mapAt maps the image copy-on-write over the first c.size bytes of region. The caller holds inUse. A failed
+// MAP_FIXED may already have unmapped the range; it is then reserved again (inaccessible), so that no other
+// mapping of the process can take those addresses before the region's owner unmaps it whole.
 func (c *cowImage) mapAt(region []byte) error {
 	if c.size == 0 {
 		return nil
 	}
 	_, err := unix.MmapPtr(c.fd, 0, unsafe.Pointer(&region[0]), uintptr(c.size),
 		unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
+	if err != nil {
+		_, _ = unix.MmapPtr(-1, 0, unsafe.Pointer(&region[0]), uintptr(c.size),
+			unix.PROT_NONE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED|unix.MAP_NORESERVE)
+	}
 	return err
 }
 

@@ -4,7 +4,10 @@ package engine
 
 import (
 	"bytes"
+	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // imageModes runs f with each kind of image this system has: on Linux the memfd with the pagemap reset, and the
@@ -116,6 +119,79 @@ func TestImageCloseDuringReset(t *testing.T) {
 			if pooled != nil {
 				t.Fatal("a closed image kept pooled memories")
 			}
+		}
+	})
+}
+
+// An engine that allocates memory itself (wasmtime) gets the image mapped over it (ImageMapper): what the memory
+// held there is replaced, a new mapping holds no private page, and ResetMapped puts back both a few written
+// pages (copied back, on Linux) and most of them (mapped again); bad memories and a closed image are refused.
+func TestImageMapper(t *testing.T) {
+	imageModes(t, func(t *testing.T) {
+		const size = 1 << 20
+		src := make([]byte, size)
+		for k := 0; k < size; k += 4096 * 3 {
+			src[k], src[k+100] = byte(k>>12), 0xab
+		}
+		img, err := NewImage(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer img.Close()
+		m, ok := img.Allocator(4 << 20).(ImageMapper)
+		if !ok {
+			t.Fatal("the allocator of a mapped image is not an ImageMapper")
+		}
+		if m.ImageSize() != size || m.Limit() != 4<<20 {
+			t.Fatalf("ImageSize %d, Limit %d", m.ImageSize(), m.Limit())
+		}
+		// A memory of the engine's own, larger than the image, full of something else.
+		mem, err := unix.Mmap(-1, 0, 2*size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Munmap(mem)
+		for k := range mem {
+			mem[k] = 0x5a
+		}
+		if err := m.MapImage(mem); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(mem[:size], src) || mem[size] != 0x5a {
+			t.Fatal("after MapImage the memory is not the image followed by what it held")
+		}
+		if hasPagemap {
+			if n, err := PrivateBytes(mem[:size]); err != nil || n != 0 {
+				t.Fatalf("a new mapping holds %d private bytes (%v)", n, err)
+			}
+		}
+		for _, written := range []int{3, size / 4096} { // a few pages, then every page
+			for p := range written {
+				mem[p*4096+7] ^= 0xff
+			}
+			if err := m.ResetMapped(mem); err != nil {
+				t.Fatalf("%d pages written: %v", written, err)
+			}
+			if !bytes.Equal(mem[:size], src) {
+				t.Fatalf("%d pages written: the reset memory is not the image", written)
+			}
+		}
+		for name, bad := range map[string][]byte{"too short": mem[:size-4096], "not on a page": mem[1:]} {
+			if err := m.MapImage(bad); err == nil {
+				t.Errorf("MapImage accepted a memory %s", name)
+			}
+			if err := m.ResetMapped(bad); err == nil {
+				t.Errorf("ResetMapped accepted a memory %s", name)
+			}
+		}
+		if err := img.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.MapImage(mem); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("MapImage after Close: %v", err)
+		}
+		if err := m.ResetMapped(mem); err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("ResetMapped after Close: %v", err)
 		}
 	})
 }
