@@ -11,17 +11,22 @@ import (
 	"github.com/wasmbox/wasmbox/internal/handoff"
 )
 
+// inlineRun is a run of an allow-all gate with an in-memory audit and the given ToolGrace.
+func inlineRun(t *testing.T, id string, grace time.Duration) (*governance.MemoryAuditor, *governance.Run) {
+	aud := &governance.MemoryAuditor{}
+	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, ToolGrace: grace,
+		Limits: governance.Limits{MaxToolCalls: 100}})
+	return aud, g.NewRun(id)
+}
+
 // For a caller that abandons its own goroutine at the deadline (the sandbox, through handoff.WithCallerAbandons),
 // the gate runs the tool on the calling goroutine, with no handoff. Its bound still holds where it can: a tool
 // that ignores its context is recorded "abandoned" ToolGrace after the end while it is still running, its
 // budget is settled, the caller is told, and its return adds a "late" record behind it; Do then returns the
 // abandoned outcome to nobody in particular.
 func TestInlineToolRunsOnTheCallerAndIsAbandonedOnTime(t *testing.T) {
-	aud := &governance.MemoryAuditor{}
 	grace := 30 * time.Millisecond
-	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, ToolGrace: grace,
-		Limits: governance.Limits{MaxToolCalls: 100}})
-	run := g.NewRun("inline")
+	aud, run := inlineRun(t, "inline", grace)
 	var told atomic.Int32
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -104,11 +109,8 @@ func TestInlineToolRunsOnTheCallerAndIsAbandonedOnTime(t *testing.T) {
 // returns after its context ended but within its grace leaves a timer armed on its job; the next call, under a new
 // context and still running when that timer fires, must not be the one it abandons.
 func TestInlineJobNotReusedUnderATimer(t *testing.T) {
-	aud := &governance.MemoryAuditor{}
 	grace := 80 * time.Millisecond
-	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, ToolGrace: grace,
-		Limits: governance.Limits{MaxToolCalls: 100}})
-	run := g.NewRun("spare")
+	aud, run := inlineRun(t, "spare", grace)
 	call := governance.Call{Tool: "t", Effect: governance.ReadOnly}
 
 	ctx1, cancel1 := context.WithCancel(context.Background())
@@ -145,11 +147,8 @@ func TestInlineJobNotReusedUnderATimer(t *testing.T) {
 // "abandoned" record after the grace, and its "late" record once it returns. A later context gets a watch of
 // its own.
 func TestInlineConcurrentCallsOfOneContext(t *testing.T) {
-	aud := &governance.MemoryAuditor{}
 	grace := 20 * time.Millisecond
-	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, ToolGrace: grace,
-		Limits: governance.Limits{MaxToolCalls: 100}})
-	run := g.NewRun("concurrent")
+	aud, run := inlineRun(t, "concurrent", grace)
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var told atomic.Int32

@@ -470,8 +470,8 @@ func (i *wasmtimeInstance) Close(context.Context) error {
 }
 
 // Recycle implements engine.Recycler: the run's files are closed and its WASI state and host dropped, memory
-// goes back to the image it was mapped from (the pages the run wrote are copied back), and every mutable global
-// to its initial value. An instance whose memory grew is not recycled: wasmtime cannot shrink a memory.
+// goes back to the image it was mapped from (ImageMapper.ResetMapped), and every mutable global to its initial
+// value. An instance whose memory grew is not recycled: wasmtime cannot shrink a memory.
 func (i *wasmtimeInstance) Recycle() error {
 	switch {
 	case i.closed:

@@ -225,13 +225,9 @@ func (a imageAllocator) Allocate(max uint64) LinearMemory {
 	if err != nil {
 		return c.copyOut(max)
 	}
-	if c.size > 0 {
-		_, err = unix.MmapPtr(c.fd, 0, unsafe.Pointer(&m.region[0]), uintptr(c.size),
-			unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_FIXED)
-		if err != nil {
-			m.Free()
-			return c.copyOut(max)
-		}
+	if err := c.mapAt(m.region); err != nil {
+		m.Free()
+		return c.copyOut(max)
 	}
 	m.size = c.size
 	m.release = c.put
@@ -410,7 +406,8 @@ func (c *cowImage) remap(m *mmapMemory) error {
 	return c.mapAt(m.region)
 }
 
-// mapAt maps the image copy-on-write over the first c.size bytes of region. The caller holds inUse. A failed
+// mapAt maps the image copy-on-write over the first c.size bytes of region. The caller holds inUse, or (Allocate)
+// is the image's user, which closes it only after its last allocation. A failed
 // MAP_FIXED may already have unmapped the range; it is then reserved again (inaccessible), so that no other
 // mapping of the process can take those addresses before the region's owner unmaps it whole.
 func (c *cowImage) mapAt(region []byte) error {
