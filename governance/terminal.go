@@ -13,8 +13,8 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/wasmbox/wasmbox/internal/termsafe"
 )
 
 // TerminalApprover asks a person at a terminal: it writes the question to Out and reads a y/N answer from In.
@@ -184,33 +184,5 @@ func (t *TerminalApprover) question(req ApprovalRequest) (string, int) {
 	return b.String(), 0
 }
 
-// sanitize escapes every rune that is not printable (control characters, C1 controls, bidi overrides, invalid
-// UTF-8), so that text from the sandbox cannot drive the terminal.
-func sanitize(s string) string {
-	clean := true
-	for _, r := range s {
-		if r == utf8.RuneError || (!unicode.IsPrint(r) && r != ' ') {
-			clean = false
-			break
-		}
-	}
-	if clean {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r == ' ' || (r != utf8.RuneError && unicode.IsPrint(r)):
-			b.WriteString(s[i : i+size])
-		case r <= 0xffff:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(&b, `\U%08x`, r)
-		}
-		i += size
-	}
-	return b.String()
-}
+// sanitize escapes every rune that is not printable, so that text from the sandbox cannot drive the terminal.
+func sanitize(s string) string { return termsafe.Clean(s) }
