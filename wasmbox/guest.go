@@ -9,12 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	mrand "math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tetratelabs/wazero/experimental/sys"
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
@@ -44,6 +47,8 @@ type guest struct {
 	// recycle: the guest serves one Run, and its instance may serve the next one once it is recycled
 	// (Sandbox.putSpare); never for a Session's guest.
 	recycle bool
+	// shutdown: the next exec ends the Session's program instead of running code (Session.Close).
+	shutdown bool
 	// life guards the instance's end while an abandoned exec may still run (execOn): execAbandoned is set while
 	// it does, closeWanted once the owner asked to close the instance meanwhile.
 	life          sync.Mutex
@@ -149,6 +154,10 @@ type hostRequest struct {
 	Message   string          `json:"message"`
 	Traceback string          `json:"traceback"`
 	Line      int             `json:"line"`
+	// chmod: the file by its stat's device (without the mode bits) and inode, and the new permission bits.
+	Dev  uint64 `json:"dev"`
+	Ino  uint64 `json:"ino"`
+	Mode uint32 `json:"mode"`
 }
 
 // Host-side bounds of an exception report (the guest's text; the request itself is bounded by the ABI).
@@ -188,6 +197,26 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 			}
 		}
 		return []byte("null"), false
+	case "chmod":
+		// WASI preview 1 has no chmod: the driver's os.chmod and os.fchmod come here. Only the run's own
+		// writable file systems have modes to change; the stdlib, packages and /dev are read-only.
+		errno := sys.EROFS
+		if g := h.g; g != nil {
+			for _, f := range []*vfs.FS{g.ws.fs, g.tmp} {
+				if f != nil && f.Dev() == r.Dev {
+					errno = f.ChmodIno(r.Ino, fs.FileMode(r.Mode)&fs.ModePerm)
+					break
+				}
+			}
+		}
+		switch errno {
+		case 0:
+			return []byte(`"ok"`), false
+		case sys.ENOENT:
+			return []byte(`"ENOENT"`), false
+		default:
+			return []byte(`"EROFS"`), false
+		}
 	case "tool":
 		if h.state == nil || h.state.bridge == nil {
 			return hostfuncs.ErrorResponse("ToolDenied", "tools cannot be called while the interpreter is prepared"), true
@@ -686,6 +715,9 @@ type execRequest struct {
 	// Invalidate asks the driver to clear the import system's caches (packages were installed since).
 	Invalidate bool              `json:"invalidate_caches,omitempty"`
 	Modules    map[string]string `json:"modules,omitempty"`
+	// Shutdown asks the driver to end a Session's program as CPython ends one (atexit, files closed, the
+	// __main__ globals released); Code is not run.
+	Shutdown bool `json:"shutdown,omitempty"`
 }
 
 // exec runs one program in g. It returns a Result even when it also returns an error (partial output, the
@@ -730,7 +762,7 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	if len(argv) == 0 {
 		argv = []string{filename}
 	}
-	req, _ := json.Marshal(execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed})
+	req, _ := json.Marshal(execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed, Shutdown: g.shutdown})
 	g.installed = false
 	rc, err, abandoned := g.execOn(ctx, runCtx, st, req, cleanup)
 	if abandoned {

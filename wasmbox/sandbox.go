@@ -334,19 +334,33 @@ func (se *Session) Alive() bool {
 	return !se.closed.Load() && !se.broken.Load() && !se.sb.closed.Load()
 }
 
-// Close releases the interpreter. It waits for an Exec in progress to end (runs end within their deadline), or
-// for ctx.
+// Close ends the session's program the way CPython ends one (atexit callbacks, logging's shutdown, the
+// finalizers of its globals, every file it left open flushed and closed into the workspace), within the
+// Sandbox's Timeout and limits, and releases the interpreter. Output of that last phase goes to Config.Stdout
+// and Config.Stderr. It waits for an Exec in progress to end (runs end within their deadline), or for ctx. A
+// broken Session (ErrSessionBroken) has no program left to end: Close only releases it.
 func (se *Session) Close(ctx context.Context) error {
 	se.closed.Store(true)
 	if err := se.lock(ctx); err != nil {
 		return fmt.Errorf("wasmbox: close session: %w", err)
 	}
 	defer se.unlock()
-	if se.g != nil {
-		se.g.close(ctx)
-		se.g = nil
+	if se.g == nil {
+		return nil
 	}
-	return nil
+	var err error
+	if se.g.broken == nil && se.sb.enter() == nil {
+		defer se.sb.wg.Done()
+		se.g.shutdown = true
+		_, err = se.g.exec(ctx, Program{Governance: se.run}, true)
+		se.g.shutdown = false
+		if err != nil {
+			err = fmt.Errorf("wasmbox: close session: ending the program: %w", err)
+		}
+	}
+	se.g.close(ctx)
+	se.g = nil
+	return err
 }
 
 // checkProgram refuses what a Program may not ask for, before anything runs.

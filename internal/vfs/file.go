@@ -48,7 +48,7 @@ func (h *file) lock() sys.Errno {
 func (h *file) unlock() { h.fs.mu.Unlock() }
 
 // Dev implements sys.File.
-func (h *file) Dev() (uint64, sys.Errno) { return devID, 0 }
+func (h *file) Dev() (uint64, sys.Errno) { return h.fs.dev, 0 }
 
 // Ino implements sys.File.
 func (h *file) Ino() (wsys.Inode, sys.Errno) { return h.n.ino, 0 }

@@ -452,6 +452,7 @@ func (f *FS) Clone() *FS {
 	c := &FS{
 		limits:   f.limits,
 		now:      f.now,
+		dev:      newDev(),
 		nextIno:  f.nextIno,
 		version:  f.version,
 		gen:      1,

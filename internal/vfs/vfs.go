@@ -113,6 +113,7 @@ type FS struct {
 
 	mu      sync.Mutex
 	limits  Limits
+	dev     uint64 // this FS's device number (mode.go)
 	now     func() time.Time
 	root    *node
 	nextIno uint64
@@ -134,7 +135,7 @@ var _ sys.FS = (*FS)(nil)
 // New returns an empty workspace (just its root directory) with the given
 // quotas (zero fields take the defaults) and options.
 func New(limits Limits, opts ...Option) *FS {
-	f := &FS{limits: limits.withDefaults(), now: time.Now}
+	f := &FS{limits: limits.withDefaults(), now: time.Now, dev: newDev()}
 	for _, o := range opts {
 		o(f)
 	}
@@ -459,7 +460,7 @@ func (f *FS) touchDir(d *node, now int64) {
 
 func (f *FS) statNode(n *node) wsys.Stat_t {
 	st := wsys.Stat_t{
-		Dev:  devID,
+		Dev:  f.statDev(n),
 		Ino:  n.ino,
 		Mode: n.mode,
 		Atim: n.atim,
@@ -543,7 +544,7 @@ func (f *FS) OpenFile(path string, flag sys.Oflag, perm fs.FileMode) (sys.File, 
 			if errno := f.checkFiles(1); errno != 0 {
 				return nil, errno
 			}
-			n = f.newNode(perm & fs.ModePerm)
+			n = f.newNode(newFilePerm) // WASI passes no mode (mode.go)
 			n.linked = true
 			dir.children[name] = n
 			f.usedFiles++
@@ -628,7 +629,7 @@ func (f *FS) Mkdir(path string, perm fs.FileMode) sys.Errno {
 	if errno := f.checkFiles(1); errno != 0 {
 		return errno
 	}
-	n := f.newNode(fs.ModeDir | perm&fs.ModePerm)
+	n := f.newNode(fs.ModeDir | newDirPerm) // WASI passes no mode (mode.go)
 	n.linked = true
 	dir.children[name] = n
 	f.usedFiles++

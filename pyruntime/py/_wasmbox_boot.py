@@ -82,6 +82,73 @@ def _patch_getpass(module):
     module.getuser = getuser
 
 
+_DEV_MODE_FLAG = 1 << 63
+_DEV_MASK = (1 << 48) - 1
+
+
+def _patch_os_modes():
+    # WASI preview 1 stat has no permission bits and there is no chmod. The host stores them (files 0o644 and
+    # directories 0o755 unless changed) and passes them in st_dev's high bits; os.stat, lstat and fstat move
+    # them to st_mode, and os.chmod, lchmod and fchmod change them through the host. os.DirEntry.stat() is C
+    # and still reports no permission bits (use os.stat(entry)).
+    import errno as _errno
+    raw_stat, raw_lstat, raw_fstat = os.stat, os.lstat, os.fstat
+
+    def fix(st):
+        d = st.st_dev
+        cls, (seq, extra) = st.__reduce__()
+        if d & _DEV_MODE_FLAG:
+            mode = (st.st_mode & ~0o7777) | ((d >> 48) & 0o777)
+        elif st.st_mode & 0o7777:
+            return st
+        else:  # the read-only stdlib and packages: what a root-owned installation shows
+            mode = st.st_mode | (0o755 if (st.st_mode & 0o170000) == 0o040000 else 0o644)
+        return cls((mode, seq[1], d & _DEV_MASK) + tuple(seq[3:]), extra)
+
+    def stat(path, *, dir_fd=None, follow_symlinks=True):
+        return fix(raw_stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks))
+
+    def lstat(path, *, dir_fd=None):
+        return fix(raw_lstat(path, dir_fd=dir_fd))
+
+    def fstat(fd):
+        return fix(raw_fstat(fd))
+
+    def change(st, mode, name):
+        if not isinstance(mode, int):
+            raise TypeError("mode must be an integer, not %s" % type(mode).__name__)
+        _, resp = _host("chmod", dev=st.st_dev & _DEV_MASK, ino=st.st_ino, mode=mode & 0o777)
+        res = json.loads(resp)
+        if res != "ok":
+            code = _errno.ENOENT if res == "ENOENT" else _errno.EROFS
+            raise OSError(code, os.strerror(code), name)
+
+    def chmod(path, mode, *, dir_fd=None, follow_symlinks=True):
+        change(raw_stat(path, dir_fd=dir_fd, follow_symlinks=follow_symlinks), mode, path)
+
+    def lchmod(path, mode):
+        change(raw_lstat(path), mode, path)
+
+    def fchmod(fd, mode):
+        change(raw_fstat(fd), mode, None)
+
+    for f, raw in ((stat, raw_stat), (lstat, raw_lstat), (fstat, raw_fstat), (chmod, os.chmod)):
+        f.__doc__ = raw.__doc__
+    fchmod.__doc__ = "Change the access permissions of the file given by file descriptor fd."
+    lchmod.__doc__ = "Change the access permissions of a file, without following symbolic links."
+    for f in (stat, lstat, fstat, chmod, lchmod, fchmod):
+        f.__module__ = "os"
+        f.__qualname__ = f.__name__
+    sets = (os.supports_fd, os.supports_dir_fd, os.supports_follow_symlinks, os.supports_effective_ids)
+    for old, new in ((raw_stat, stat), (raw_lstat, lstat), (raw_fstat, fstat), (os.chmod, chmod)):
+        for s in sets:
+            if old in s:
+                s.discard(old)
+                s.add(new)
+    os.supports_fd.add(chmod)
+    os.stat, os.lstat, os.fstat, os.chmod, os.lchmod, os.fchmod = stat, lstat, fstat, chmod, lchmod, fchmod
+
+
 class _PatchFinder:
     """Patches modules right after they are imported for the first time (asyncio.selector_events, socket,
     getpass)."""
@@ -131,6 +198,7 @@ def _install_builtins():
 
 
 def install():
+    _patch_os_modes()
     sys.meta_path.insert(0, _PatchFinder())
     for name, patch in _PatchFinder.targets.items():
         if name in sys.modules:
@@ -263,10 +331,121 @@ def _flush():
             pass
 
 
+def _print_exception(report, exc):
+    # What CPython does with an uncaught exception: sys.excepthook, and when the hook itself fails, both
+    # tracebacks. The host's report (Result.Exception) is the same either way.
+    hook = getattr(sys, "excepthook", None)
+    if hook is None or hook is sys.__excepthook__:
+        try:
+            sys.stderr.write(report["traceback"])
+        except BaseException:
+            pass
+        return
+    try:
+        hook(type(exc), exc, exc.__traceback__)
+    except BaseException as err:
+        try:
+            sys.stderr.write("Error in sys.excepthook:\n")
+            t = err.__traceback__
+            while t is not None and t.tb_frame.f_code.co_filename == "<wasmbox_boot>":
+                t = t.tb_next
+            sys.stderr.write("".join(traceback.format_exception(type(err), err, t, chain=False)))
+            sys.stderr.write("\nOriginal exception was:\n")
+            sys.stderr.write(report["traceback"])
+        except BaseException:
+            pass
+
+
+def _std_streams():
+    keep = set()
+    for name in ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__"):
+        s = getattr(sys, name, None)
+        while s is not None and id(s) not in keep:
+            keep.add(id(s))
+            s = getattr(s, "buffer", None) or getattr(s, "raw", None)
+    return keep
+
+
+def _open_files():
+    # The file objects this run made that are still open, outermost layers first (a text wrapper before its
+    # buffer before its raw file), so that closing one flushes what the next one holds. The snapshot's objects
+    # are frozen (gc.freeze), so this walks only the objects the run itself created.
+    import gc
+    import io
+    keep = _std_streams()
+    layers = ([], [], [])
+    for o in gc.get_objects():
+        if isinstance(o, io.IOBase) and id(o) not in keep:
+            try:
+                if o.closed:
+                    continue
+            except BaseException:
+                continue
+            if isinstance(o, io.TextIOBase):
+                layers[0].append(o)
+            elif isinstance(o, io.BufferedIOBase):
+                layers[1].append(o)
+            else:
+                layers[2].append(o)
+    return layers[0] + layers[1] + layers[2]
+
+
+def _flush_files():
+    # A Session's exec ends: what the program wrote reaches the workspace, and its files stay open.
+    for f in _open_files():
+        try:
+            if f.writable():
+                f.flush()
+        except BaseException:
+            pass
+
+
+def _finalize(ns):
+    # What CPython's shutdown does for a program, in its order: atexit callbacks (logging registers its
+    # shutdown there), the standard streams flushed, the __main__ module's globals released (their finalizers
+    # run), every file object still open flushed and closed, and a collection for cycles. The host's deadline
+    # and limits still hold: a callback that never returns is stopped like any other code.
+    import atexit
+    import gc
+    try:
+        atexit._run_exitfuncs()
+    except BaseException:
+        pass
+    _flush()
+    if ns is not None:
+        try:
+            ns.__dict__.clear()
+        except BaseException:
+            pass
+    # Files first, then the collection: a file in an unreachable cycle is still found and closed outermost
+    # first (the collector would finalize its layers in any order, and a raw file closed before its buffer loses
+    # the buffer, as it does natively). Finalizers the collection runs may open files again.
+    _close_files()
+    try:
+        gc.collect()
+    except BaseException:
+        pass
+    _close_files()
+    _flush()
+
+
+def _close_files():
+    for f in _open_files():
+        try:
+            f.close()
+        except BaseException:
+            pass
+
+
 def run(raw):
     req = json.loads(raw)
+    if req.get("shutdown"):
+        # A Session is closing: the end of its program.
+        _finalize(_persist.pop("main", None))
+        return 0
     filename = req.get("filename") or "<string>"
     code_text = req.get("code", "")
+    session = bool(req.get("session"))
     _reset(req)
     ns = _main_module(req)
     ns.__dict__["__file__"] = filename
@@ -294,12 +473,13 @@ def run(raw):
             report = {"type": type(e).__name__, "message": "<the exception could not be formatted>",
                       "traceback": "", "line": 0}
         try:
-            sys.stderr.write(report["traceback"])
-        except BaseException:
-            pass
-        try:
             _host("exception", **report)
         except BaseException:
             pass
-    _flush()
+        _print_exception(report, e)
+    if session:
+        _flush()
+        _flush_files()
+    else:
+        _finalize(ns)
     return exit_code

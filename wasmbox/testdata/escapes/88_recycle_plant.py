@@ -12,7 +12,9 @@ gc.disable()
 gc.set_threshold(7, 7, 7)
 warnings.simplefilter("ignore")
 codecs.register(lambda name: None)
-atexit.register(print, "ESCAPED: an atexit handler of an earlier run ran")
+# This run's own end runs it (as CPython does), when builtins still hold this run's plant; a later run that
+# inherited it would run it without the plant.
+atexit.register(lambda: None if getattr(builtins, "WASMBOX_PLANT", None) else print("ESCAPED: an atexit handler of an earlier run ran"))
 random.seed(1234)
 os.environ["WASMBOX_PLANT"] = "1"
 os.putenv("WASMBOX_PLANT_C", "1")
