@@ -183,9 +183,15 @@ try:
 except OSError as e:
     print("readonly", e.errno == __import__("errno").EROFS)
 print("samefile", os.path.samefile("m.txt", "./m.txt"), os.stat("m.txt").st_dev == os.stat("d").st_dev)
+os.makedirs("e/f", 0o555); print("mkdir", m("e/f"), m("e"))
+import tempfile; fd, name = tempfile.mkstemp(dir="."); os.close(fd); print("mkstemp", m(name)); os.remove(name)
+os.close(os.open("o", os.O_CREAT | os.O_WRONLY)); print("os.open", m("o"))
+shutil.copytree("e", "g"); print("copytree", m("g/f"))
+print("scandir", sorted((e.name, oct(stat.S_IMODE(e.stat().st_mode))) for e in os.scandir(".") if e.name in "de"))
 `)
 	want := "defaults 0o644 0o755 0o644 0o755\nchmod 0o755\nfchmod 0o600\ntmp 0o700\ncopymode 0o751\n" +
-		"tarinfo 0o751\ntar 0o751\nzip 0o751\nreadonly True\nsamefile True True\n"
+		"tarinfo 0o751\ntar 0o751\nzip 0o751\nreadonly True\nsamefile True True\n" +
+		"mkdir 0o555 0o755\nmkstemp 0o600\nos.open 0o755\ncopytree 0o555\nscandir [('d', '0o755'), ('e', '0o755')]\n"
 	if res.Stdout != want {
 		t.Fatalf("stdout:\n%s\nwant:\n%s\nstderr: %s", res.Stdout, want, res.Stderr)
 	}

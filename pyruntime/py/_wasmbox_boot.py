@@ -11,6 +11,9 @@ import json
 import traceback
 import linecache
 import types
+import atexit
+import gc
+import _io
 import _wasmbox
 
 _persist = {}  # session state: the __main__ namespace kept between execs of one Session
@@ -84,13 +87,15 @@ def _patch_getpass(module):
 
 _DEV_MODE_FLAG = 1 << 63
 _DEV_MASK = (1 << 48) - 1
+_UMASK = 0o022
 
 
 def _patch_os_modes():
     # WASI preview 1 stat has no permission bits and there is no chmod. The host stores them (files 0o644 and
     # directories 0o755 unless changed) and passes them in st_dev's high bits; os.stat, lstat and fstat move
-    # them to st_mode, and os.chmod, lchmod and fchmod change them through the host. os.DirEntry.stat() is C
-    # and still reports no permission bits (use os.stat(entry)).
+    # them to st_mode, and os.chmod, lchmod and fchmod change them through the host. os.mkdir and os.open
+    # apply their mode argument as natively under a umask of 0o022 (builtins.open's files are 0o644). os.scandir
+    # yields entries whose stat() carries the modes too (shutil.copytree copies them from there).
     import errno as _errno
     raw_stat, raw_lstat, raw_fstat = os.stat, os.lstat, os.fstat
 
@@ -132,21 +137,112 @@ def _patch_os_modes():
     def fchmod(fd, mode):
         change(raw_fstat(fd), mode, None)
 
-    for f, raw in ((stat, raw_stat), (lstat, raw_lstat), (fstat, raw_fstat), (chmod, os.chmod)):
+    raw_mkdir, raw_open, raw_scandir = os.mkdir, os.open, os.scandir
+
+    def mkdir(path, mode=0o777, *, dir_fd=None):
+        raw_mkdir(path, mode, dir_fd=dir_fd)
+        m = mode & 0o777 & ~_UMASK
+        if m != 0o755:
+            change(raw_stat(path, dir_fd=dir_fd), m, path)
+
+    def open(path, flags, mode=0o777, *, dir_fd=None):
+        m = mode & 0o777 & ~_UMASK
+        if not flags & os.O_CREAT or m == 0o644:
+            return raw_open(path, flags, mode, dir_fd=dir_fd)
+        created = bool(flags & os.O_EXCL)
+        if not created:
+            try:
+                raw_stat(path, dir_fd=dir_fd)
+            except FileNotFoundError:
+                created = True
+            except OSError:
+                pass
+        fd = raw_open(path, flags, mode, dir_fd=dir_fd)
+        if created:
+            try:
+                change(raw_fstat(fd), m, path)
+            except BaseException:
+                os.close(fd)
+                raise
+        return fd
+
+    class DirEntry:
+        __slots__ = ("_entry", "name", "path")
+
+        def __init__(self, entry):
+            self._entry = entry
+            self.name = entry.name
+            self.path = entry.path
+
+        def inode(self):
+            return self._entry.inode()
+
+        def is_dir(self, *, follow_symlinks=True):
+            return self._entry.is_dir(follow_symlinks=follow_symlinks)
+
+        def is_file(self, *, follow_symlinks=True):
+            return self._entry.is_file(follow_symlinks=follow_symlinks)
+
+        def is_symlink(self):
+            return self._entry.is_symlink()
+
+        def is_junction(self):
+            return False
+
+        def stat(self, *, follow_symlinks=True):
+            return fix(self._entry.stat(follow_symlinks=follow_symlinks))
+
+        def __fspath__(self):
+            return self.path
+
+        def __repr__(self):
+            return "<DirEntry %r>" % (self.name,)
+
+        __class_getitem__ = classmethod(types.GenericAlias)
+
+    class ScandirIterator:
+        __slots__ = ("_it",)
+
+        def __init__(self, it):
+            self._it = it
+
+        def __iter__(self):
+            return self
+
+        def __next__(self):
+            return DirEntry(next(self._it))
+
+        def close(self):
+            self._it.close()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._it.close()
+
+    def scandir(path="."):
+        return ScandirIterator(raw_scandir(path))
+
+    DirEntry.__module__ = ScandirIterator.__module__ = "os"
+    for f, raw in ((stat, raw_stat), (lstat, raw_lstat), (fstat, raw_fstat), (chmod, os.chmod),
+                   (mkdir, raw_mkdir), (open, raw_open), (scandir, raw_scandir)):
         f.__doc__ = raw.__doc__
     fchmod.__doc__ = "Change the access permissions of the file given by file descriptor fd."
     lchmod.__doc__ = "Change the access permissions of a file, without following symbolic links."
-    for f in (stat, lstat, fstat, chmod, lchmod, fchmod):
+    for f in (stat, lstat, fstat, chmod, lchmod, fchmod, mkdir, open, scandir):
         f.__module__ = "os"
         f.__qualname__ = f.__name__
     sets = (os.supports_fd, os.supports_dir_fd, os.supports_follow_symlinks, os.supports_effective_ids)
-    for old, new in ((raw_stat, stat), (raw_lstat, lstat), (raw_fstat, fstat), (os.chmod, chmod)):
+    for old, new in ((raw_stat, stat), (raw_lstat, lstat), (raw_fstat, fstat), (os.chmod, chmod),
+                     (raw_mkdir, mkdir), (raw_open, open), (raw_scandir, scandir)):
         for s in sets:
             if old in s:
                 s.discard(old)
                 s.add(new)
     os.supports_fd.add(chmod)
     os.stat, os.lstat, os.fstat, os.chmod, os.lchmod, os.fchmod = stat, lstat, fstat, chmod, lchmod, fchmod
+    os.mkdir, os.open, os.scandir, os.DirEntry = mkdir, open, scandir, DirEntry
 
 
 class _PatchFinder:
@@ -370,20 +466,23 @@ def _open_files():
     # The file objects this run made that are still open, outermost layers first (a text wrapper before its
     # buffer before its raw file), so that closing one flushes what the next one holds. The snapshot's objects
     # are frozen (gc.freeze), so this walks only the objects the run itself created.
-    import gc
-    import io
-    keep = _std_streams()
+    keep = None
     layers = ([], [], [])
     for o in gc.get_objects():
-        if isinstance(o, io.IOBase) and id(o) not in keep:
+        # _io's concrete base classes: isinstance against io.IOBase (an ABC) costs a microsecond per object.
+        if isinstance(o, _io._IOBase):
+            if keep is None:
+                keep = _std_streams()
+            if id(o) in keep:
+                continue
             try:
                 if o.closed:
                     continue
             except BaseException:
                 continue
-            if isinstance(o, io.TextIOBase):
+            if isinstance(o, _io._TextIOBase):
                 layers[0].append(o)
-            elif isinstance(o, io.BufferedIOBase):
+            elif isinstance(o, _io._BufferedIOBase):
                 layers[1].append(o)
             else:
                 layers[2].append(o)
@@ -404,9 +503,8 @@ def _finalize(ns):
     # What CPython's shutdown does for a program, in its order: atexit callbacks (logging registers its
     # shutdown there), the standard streams flushed, the __main__ module's globals released (their finalizers
     # run), every file object still open flushed and closed, and a collection for cycles. The host's deadline
-    # and limits still hold: a callback that never returns is stopped like any other code.
-    import atexit
-    import gc
+    # and limits still hold: a callback that never returns is stopped like any other code. The modules it uses
+    # are imported once, in the snapshot: an import here would cost every fresh run more than the rest of it.
     try:
         atexit._run_exitfuncs()
     except BaseException:
@@ -421,8 +519,12 @@ def _finalize(ns):
     # first (the collector would finalize its layers in any order, and a raw file closed before its buffer loses
     # the buffer, as it does natively). Finalizers the collection runs may open files again.
     _close_files()
+    # The snapshot's objects are frozen, so what the run made is in the young generation until a collection
+    # moves it on: while none has, collecting that generation finds every cycle the run left, and costs less
+    # than a full collection (which also empties the interpreter's free lists, memory the next run restores).
     try:
-        gc.collect()
+        young = gc.get_count()
+        gc.collect(0 if young[1] == 0 and young[2] == 0 else 2)
     except BaseException:
         pass
     _close_files()
