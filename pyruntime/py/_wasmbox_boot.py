@@ -198,6 +198,9 @@ def _patch_os_modes():
         def __repr__(self):
             return "<DirEntry %r>" % (self.name,)
 
+        def __reduce_ex__(self, protocol):
+            raise TypeError("cannot pickle 'posix.DirEntry' object")
+
         __class_getitem__ = classmethod(types.GenericAlias)
 
     class ScandirIterator:
@@ -220,6 +223,9 @@ def _patch_os_modes():
 
         def __exit__(self, *exc):
             self._it.close()
+
+        def __reduce_ex__(self, protocol):
+            raise TypeError("cannot pickle 'posix.ScandirIterator' object")
 
     def scandir(path="."):
         return ScandirIterator(raw_scandir(path))
