@@ -52,7 +52,7 @@ func testServerMain() {
 	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "scripted", Version: "1"}, nil)
 	obj := map[string]any{"type": "object"}
-	s.AddTool(&sdk.Tool{Name: "echo", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
+	s.AddTool(&sdk.Tool{Name: "echo", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			var a struct{ Text string }
 			_ = json.Unmarshal(req.Params.Arguments, &a)
@@ -121,7 +121,7 @@ func mappingServer() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "mapping", Version: "1"}, nil)
 	num := map[string]any{"type": "number", "description": "a number"}
 	s.AddTool(&sdk.Tool{Name: "get-sum", Description: "Returns the sum of two numbers",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
 		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"a": num, "b": num}, "required": []string{"a", "b"}},
 	}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var a struct{ A, B float64 }
@@ -130,7 +130,7 @@ func mappingServer() *sdk.Server {
 			Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprint(a.A + a.B)}}}, nil
 	})
 	// get_sum collides with get-sum's identifier: the name that already is one keeps it.
-	s.AddTool(&sdk.Tool{Name: "get_sum", Description: "Another sum.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(false)},
+	s.AddTool(&sdk.Tool{Name: "get_sum", Description: "Another sum.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
 		InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "other"}}}, nil
@@ -140,6 +140,11 @@ func mappingServer() *sdk.Server {
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(req.Params.Arguments)}}}, nil
 		})
+	s.AddTool(&sdk.Tool{Name: "fetch", Description: "Reads a URL: read-only, but open world.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(true)}, InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "fetched"}}}, nil
+		})
 	s.AddTool(&sdk.Tool{Name: "media", Description: "Text, an image and a resource link.", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			size := int64(99)
@@ -147,15 +152,15 @@ func mappingServer() *sdk.Server {
 				&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 1234)},
 				&sdk.ResourceLink{URI: "file:///x.txt", Name: "x", MIMEType: "text/plain", Size: &size}}}, nil
 		})
-	s.AddTool(&sdk.Tool{Name: "fails", Description: "Always an error result.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&sdk.Tool{Name: "fails", Description: "Always an error result.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "disk on fire"}}}, nil
 		})
-	s.AddTool(&sdk.Tool{Name: "protocol-error", Description: "A JSON-RPC error.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&sdk.Tool{Name: "protocol-error", Description: "A JSON-RPC error.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return nil, &jsonrpcError{}
 		})
-	s.AddTool(&sdk.Tool{Name: "nothing", Description: "No content.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&sdk.Tool{Name: "nothing", Description: "No content.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{}}, nil
 		})
@@ -175,15 +180,30 @@ func byName(c *Client) map[string]hostfuncs.Tool {
 }
 
 func TestMappingRules(t *testing.T) {
-	c, err := inMemory(t, mappingServer(), Config{})
+	// By default the server's annotations decide nothing: every tool is unspecified (needs approval) and the
+	// hints are only told in the description.
+	untrusted, err := inMemory(t, mappingServer(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range untrusted.Tools() {
+		if tool.Effect != governance.EffectUnspecified {
+			t.Errorf("without TrustAnnotations %s: effect %v, want unspecified", tool.Name, tool.Effect)
+		}
+	}
+	if d := byName(untrusted)["get_sum_2"].Description; !strings.Contains(d, "describes it as read-only, closed world; unchecked") {
+		t.Errorf("description does not show the hints as information: %q", d)
+	}
+	c, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tools := byName(c)
 	want := map[string]governance.Effect{
-		"get_sum_2": governance.ReadOnly, // get-sum: readOnlyHint
-		"get_sum":   governance.Mutating, // destructiveHint false
-		"class_":    governance.Irreversible,
+		"get_sum_2": governance.ReadOnly,     // get-sum: readOnlyHint, openWorldHint false
+		"get_sum":   governance.Mutating,     // destructiveHint false, openWorldHint false
+		"class_":    governance.Irreversible, // annotations without hints: open world and destructive by default
+		"fetch":     governance.Irreversible, // readOnlyHint, but openWorldHint true
 		"media":     governance.EffectUnspecified,
 		"fails":     governance.ReadOnly, "protocol_error": governance.ReadOnly, "nothing": governance.ReadOnly,
 	}
@@ -203,7 +223,7 @@ func TestMappingRules(t *testing.T) {
 		t.Errorf("description does not name the MCP tool: %q", tools["get_sum_2"].Description)
 	}
 	// Deterministic: the same tools in any listing order get the same names.
-	c2, err := inMemory(t, mappingServer(), Config{})
+	c2, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +263,7 @@ func TestIdentifier(t *testing.T) {
 // default gate refuses).
 func TestThroughTheGate(t *testing.T) {
 	ctx := context.Background()
-	c, err := inMemory(t, mappingServer(), Config{})
+	c, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +309,7 @@ except tools.ToolDenied as e:
 	// With approval, the other content kinds are described, not passed.
 	gcfg.Approver = governance.AllowAll{}
 	gate2, _ := governance.NewGate(gcfg)
-	c2, err := inMemory(t, mappingServer(), Config{})
+	c2, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +499,7 @@ func TestServerProcessLifecycle(t *testing.T) {
 	c.Close(ctx)
 
 	// The Sandbox owns the server: Close stops its process.
-	c, err = Connect(ctx, selfServer(t, pidfile), Config{})
+	c, err = Connect(ctx, selfServer(t, pidfile), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
