@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -46,6 +47,13 @@ func testServerMain() {
 		// node process or a script's background job would.
 		d := exec.Command("sleep", "300")
 		d.Stderr = os.Stderr
+		if err := d.Start(); err == nil {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(d.Process.Pid)), 0o644)
+		}
+	}
+	if f := os.Getenv("WASMBOX_MCP_TEST_SETSID"); f != "" {
+		// A descendant that leaves the server's process group and session, as a daemonizing helper would.
+		d := exec.Command("setsid", "sleep", "300")
 		if err := d.Start(); err == nil {
 			_ = os.WriteFile(f, []byte(strconv.Itoa(d.Process.Pid)), 0o644)
 		}
@@ -562,5 +570,156 @@ func TestFailedStartSaysWhy(t *testing.T) {
 	}
 	if len(err.Error()) > 4<<10 {
 		t.Fatalf("error of %d bytes: the stderr kept is not bounded", len(err.Error()))
+	}
+}
+
+// TestMaxToolsEdges: a server listing exactly MaxTools tools is accepted, one more is refused.
+func TestMaxToolsEdges(t *testing.T) {
+	server := func() *sdk.Server {
+		s := sdk.NewServer(&sdk.Implementation{Name: "three", Version: "1"}, nil)
+		h := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil }
+		for _, n := range []string{"a", "b", "c"} {
+			s.AddTool(&sdk.Tool{Name: n, InputSchema: map[string]any{"type": "object"}}, h)
+		}
+		return s
+	}
+	c, err := inMemory(t, server(), Config{MaxTools: 3})
+	if err != nil || len(c.Tools()) != 3 {
+		t.Fatalf("3 tools with MaxTools 3: %v, %v", err, c)
+	}
+	_, err = inMemory(t, server(), Config{MaxTools: 2})
+	if !errors.Is(err, ErrBound) || !strings.Contains(err.Error(), "more than 2 tools") {
+		t.Fatalf("3 tools with MaxTools 2: err = %v, want ErrBound", err)
+	}
+}
+
+// TestServerNaming: an npx server is named by its package (scope/name, no version), not "npx".
+func TestServerNaming(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"npx", "-y", "@modelcontextprotocol/server-everything"}, "@modelcontextprotocol/server-everything"},
+		{[]string{"/usr/bin/npx", "--yes", "@modelcontextprotocol/server-everything@2026.8.31", "stdio"}, "@modelcontextprotocol/server-everything"},
+		{[]string{"npx", "mcp-server-fetch@latest"}, "mcp-server-fetch"},
+		{[]string{"npx", "-y", "--package=@scope/pkg@1", "pkg-bin"}, "@scope/pkg"},
+		{[]string{"npx", "-p", "@scope/other", "bin"}, "@scope/other"},
+		{[]string{"npx"}, "npx"},
+		{[]string{"/opt/bin/my-server", "--flag"}, "my-server"},
+	} {
+		if got := (Server{Command: tc.argv}).name(); got != tc.want {
+			t.Errorf("%q: name %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+}
+
+// hostileText has every kind of terminal control a server might slip into a name or its stderr: an escape
+// sequence, an OSC 52 clipboard write, a carriage return that overwrites the line, a bidi override.
+const hostileText = "\x1b[2J\x1b]52;c;ZXZpbA==\x07\rforged\u202eevil"
+
+func assertClean(t *testing.T, what, s string) {
+	t.Helper()
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("%s holds the raw control %q: %q", what, bad, s)
+		}
+	}
+}
+
+// TestServerChosenTextIsEscaped: names, errors and the stderr tail that wasmbox prints are escaped.
+func TestServerChosenTextIsEscaped(t *testing.T) {
+	t.Run("stderr tail", func(t *testing.T) {
+		srv := selfServer(t, filepath.Join(t.TempDir(), "pid"))
+		srv.Env = append(srv.Env, "WASMBOX_MCP_TEST_FAIL=missing token "+hostileText)
+		_, err := Connect(context.Background(), srv, Config{ConnectTimeout: 20 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), "missing token") {
+			t.Fatalf("err = %v", err)
+		}
+		assertClean(t, "the error", err.Error())
+	})
+	t.Run("server and tool names", func(t *testing.T) {
+		s := sdk.NewServer(&sdk.Implementation{Name: "x", Version: "1"}, nil)
+		s.AddTool(&sdk.Tool{Name: "t" + hostileText, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "no"}}}, nil
+			})
+		s.AddTool(&sdk.Tool{Name: "big" + hostileText, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("x", 100)}}}, nil
+			})
+		ctx := context.Background()
+		ct, st := sdk.NewInMemoryTransports()
+		ss, err := s.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ss.Close()
+		c, err := Connect(ctx, Server{Name: "srv" + hostileText, Transport: ct}, Config{MaxResultBytes: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		assertClean(t, "Name", c.Name())
+		if len(c.Tools()) != 2 {
+			t.Fatalf("tools: %v", c.Tools())
+		}
+		for _, tool := range c.Tools() {
+			_, err := tool.Handler(ctx, json.RawMessage(`{}`))
+			if err == nil {
+				t.Fatalf("%s: no error", tool.Name)
+			}
+			assertClean(t, tool.Name+"'s error", err.Error())
+		}
+	})
+}
+
+// TestCancelledCallSaysSo: a call whose caller cancelled it is a cancellation (errors.Is context.Canceled),
+// not "no answer in time".
+func TestCancelledCallSaysSo(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "hang", Version: "1"}, nil)
+	release := make(chan struct{})
+	s.AddTool(&sdk.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			<-release
+			return &sdk.CallToolResult{}, nil
+		})
+	c, err := inMemory(t, s, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = c.Tools()[0].Handler(ctx, json.RawMessage(`{}`))
+	if !errors.Is(err, ErrToolError) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "cancelled") ||
+		strings.Contains(err.Error(), "in time") {
+		t.Fatalf("err = %v, want a cancellation", err)
+	}
+}
+
+// TestToolErrorsLeaveNoGoroutines: an error answer is classified from the error itself; nothing is left
+// waiting on the session per error (the client once started a goroutine per error that waited on the
+// session for as long as it lived).
+func TestToolErrorsLeaveNoGoroutines(t *testing.T) {
+	c, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := byName(c)["protocol_error"]
+	ctx := context.Background()
+	call := func() {
+		if _, err := tool.Handler(ctx, json.RawMessage(`{}`)); !errors.Is(err, ErrToolError) || errors.Is(err, ErrServerDead) {
+			t.Fatalf("err = %v, want a tool error on a live server", err)
+		}
+	}
+	call()
+	time.Sleep(50 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for range 50 {
+		call()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if after := runtime.NumGoroutine(); after > before+10 {
+		t.Fatalf("goroutines: %d before 50 error answers, %d after", before, after)
 	}
 }
