@@ -171,3 +171,27 @@ func TestCloseEndsASetsidDescendant(t *testing.T) {
 		t.Fatalf("the server's setsid descendant %d still runs (or is an unreaped zombie) after Close", pid)
 	}
 }
+
+// TestRefusedToolListStopsTheServer: a server whose tool list is refused (more than MaxTools) is stopped with
+// its descendants, the setsid one included (on Linux).
+func TestRefusedToolListStopsTheServer(t *testing.T) {
+	dir := t.TempDir()
+	pidf := filepath.Join(dir, "pid")
+	srv := selfServer(t, pidf)
+	descendant := filepath.Join(dir, "setsid")
+	if runtime.GOOS == "linux" {
+		srv.Env = append(srv.Env, "WASMBOX_MCP_TEST_SETSID="+descendant)
+	}
+	_, err := Connect(context.Background(), srv, Config{MaxTools: 1})
+	if !errors.Is(err, ErrBound) {
+		t.Fatalf("err = %v, want ErrBound", err)
+	}
+	if pid := waitFile(t, pidf); !gone(pid, false) {
+		t.Errorf("the server %d still runs after its tool list was refused", pid)
+	}
+	if runtime.GOOS == "linux" {
+		if pid := waitFile(t, descendant); !gone(pid, true) {
+			t.Errorf("the server's setsid descendant %d still runs after its tool list was refused", pid)
+		}
+	}
+}
