@@ -287,6 +287,7 @@ func (c *Client) start(ctx context.Context) error {
 	var t sdk.Transport
 	var tb *tailBuffer
 	var cmd *exec.Cmd
+	var pt *procTransport
 	switch {
 	case len(c.srv.Command) > 0:
 		cmd = exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
@@ -297,7 +298,8 @@ func (c *Client) start(ctx context.Context) error {
 		// A descendant that inherited stderr keeps the pipe open after the server ends; Wait gives up on it
 		// after this, so closing never hangs on it (killGroup then ends it).
 		cmd.WaitDelay = waitDelay
-		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
+		pt = &procTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}, cmd: cmd}
+		t = pt
 	case c.srv.URL != "":
 		hc := &http.Client{}
 		if c.srv.HTTPClient != nil {
@@ -339,7 +341,7 @@ func (c *Client) start(ctx context.Context) error {
 	case <-ctx.Done():
 		// Kill the server now: a server stalled in its handshake must not outlive the caller's wait (nor this
 		// process). The SDK's Connect then fails on the closed pipes; its session, if any, is closed too.
-		killGroup(cmd)
+		pt.abandon()
 		go func() {
 			if r := <-ch; r.s != nil {
 				r.s.Close()
@@ -347,6 +349,40 @@ func (c *Client) start(ctx context.Context) error {
 			killGroup(cmd)
 		}()
 		return fmt.Errorf("%w %q: the handshake did not finish: %w%s", ErrConnect, c.name, ctx.Err(), tailOf(tb))
+	}
+}
+
+// procTransport is a stdio server's transport that knows when its process has started, so that a caller who
+// stopped waiting can kill it without racing the start.
+type procTransport struct {
+	sdk.Transport
+	cmd       *exec.Cmd
+	mu        sync.Mutex
+	started   bool // cmd.Process is set
+	abandoned bool // the caller stopped waiting: kill the process as soon as it exists
+}
+
+func (p *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := p.Transport.Connect(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started = p.cmd.Process != nil
+	if p.abandoned {
+		killGroup(p.cmd)
+	}
+	return conn, err
+}
+
+// abandon kills the server's process group now if it started, or as soon as it does. A nil p does nothing.
+func (p *procTransport) abandon() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.abandoned = true
+	if p.started {
+		killGroup(p.cmd)
 	}
 }
 

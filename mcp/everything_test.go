@@ -172,3 +172,26 @@ func TestEverythingGetsAMinimalEnvironment(t *testing.T) {
 		}
 	}
 }
+
+// TestEverythingThroughNpx: server-everything started by npx, offline from the local install, works with the
+// minimal environment (only BaseEnv reaches npx) and is named by its package, not "npx".
+func TestEverythingThroughNpx(t *testing.T) {
+	dir := npmtest.Dir(t)
+	npx, err := exec.LookPath("npx")
+	if err != nil {
+		t.Skip("no npx on PATH")
+	}
+	ctx := context.Background()
+	c, err := Connect(ctx, Server{Command: []string{npx, "--offline", "@modelcontextprotocol/server-everything@2026.8.31", "stdio"}, Dir: dir}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close(ctx)
+	if c.Name() != "@modelcontextprotocol/server-everything" {
+		t.Errorf("name %q, want the package's", c.Name())
+	}
+	out, err := byName(c)["echo"].Handler(ctx, json.RawMessage(`{"message":"via npx"}`))
+	if err != nil || !strings.Contains(string(out), "via npx") {
+		t.Fatalf("echo: %s, %v", out, err)
+	}
+}

@@ -13,16 +13,18 @@ const prSetChildSubreaper = 36
 
 var (
 	subreaperOnce sync.Once
-	subreaper     bool // this process is a child subreaper
+	subreaperOK   bool // this process is a child subreaper
 )
 
-// becomeSubreaper makes this process the subreaper of its descendants: an orphaned descendant (a server's child
-// that called setsid and whose parent ended) is reparented here, not to init, so it stays within reach.
-func becomeSubreaper() {
+// becomeSubreaper makes this process the subreaper of its descendants (once), reporting whether it is: an
+// orphaned descendant (a server's child that called setsid and whose parent ended) is reparented here, not to
+// init, so it stays within reach.
+func becomeSubreaper() bool {
 	subreaperOnce.Do(func() {
 		_, _, e := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-		subreaper = e == 0
+		subreaperOK = e == 0
 	})
+	return subreaperOK
 }
 
 // stat reads the parent pid of pid from /proc.

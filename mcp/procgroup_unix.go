@@ -54,7 +54,7 @@ func reap(pids []int) {
 			if err == syscall.ECHILD {
 				// Not (yet) our child: it is reparented here when its parent ends, if this process is a
 				// subreaper; otherwise, or once it is gone, it is not ours to reap.
-				if _, ok := parentOf(p); !ok || !subreaper {
+				if _, ok := parentOf(p); !ok || !becomeSubreaper() {
 					break
 				}
 			} else if err != nil && err != syscall.EINTR {

@@ -4,9 +4,7 @@ package mcp
 
 // Without Linux's child subreaper and procfs, a descendant that left the server's process group (setsid) is
 // not tracked: it is reparented to init and outlives the server. Run servers you do not trust in a container.
-const subreaper = false
-
-func becomeSubreaper() {}
+func becomeSubreaper() bool { return false }
 
 func descendants(int) []int { return nil }
 
