@@ -14,13 +14,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/internal/termsafe"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -108,7 +111,8 @@ type Server struct {
 	// Command is the argv of a server that speaks MCP on its standard input and output (the stdio transport).
 	// The process is not sandboxed by wasmbox: it runs with this process's rights (see the package doc).
 	Command []string
-	// Env is the environment of Command; nil means this process's environment.
+	// Env adds to the minimal environment of Command (see [BaseEnv]): "NAME" passes this process's value of
+	// NAME (if it has one), "NAME=value" sets it. Nothing else of this process's environment reaches the server.
 	Env []string
 	// Dir is the working directory of Command; "" means this process's.
 	Dir string
@@ -122,20 +126,58 @@ type Server struct {
 	Transport sdk.Transport
 }
 
-func (s Server) name() string {
+// name is the server's name for messages and spans, escaped for a terminal.
+func (s Server) name() string { return termsafe.Clean(s.rawName()) }
+
+func (s Server) rawName() string {
 	switch {
 	case s.Name != "":
 		return s.Name
 	case len(s.Command) > 0:
-		c := s.Command[0]
-		if i := strings.LastIndexAny(c, `/\`); i >= 0 {
-			c = c[i+1:]
+		c := baseName(s.Command[0])
+		if c == "npx" || c == "npx.cmd" {
+			if pkg := npxPackage(s.Command[1:]); pkg != "" {
+				return pkg
+			}
 		}
 		return c
 	case s.URL != "":
 		return s.URL
 	}
 	return "mcp"
+}
+
+func baseName(c string) string {
+	if i := strings.LastIndexAny(c, `/\`); i >= 0 {
+		c = c[i+1:]
+	}
+	return c
+}
+
+// npxPackage is the package an npx command line runs, scope/name without a version: the value of
+// --package/-p if given, else the first argument that is not an option.
+func npxPackage(args []string) string {
+	pkg := ""
+	for i := 0; i < len(args) && pkg == ""; i++ {
+		a := args[i]
+		switch {
+		case a == "--package" || a == "-p":
+			if i+1 < len(args) {
+				pkg = args[i+1]
+			}
+		case strings.HasPrefix(a, "--package="):
+			pkg = strings.TrimPrefix(a, "--package=")
+		case a == "--":
+		case strings.HasPrefix(a, "-"):
+		default:
+			pkg = a
+		}
+	}
+	// "@scope/name@1.2.3" -> "@scope/name", "name@latest" -> "name".
+	if i := strings.LastIndexByte(pkg, '@'); i > 0 {
+		pkg = pkg[:i]
+	}
+	return pkg
 }
 
 // Config bounds what a server may choose; every zero value is a safe default.
@@ -163,6 +205,11 @@ type Config struct {
 	MaxRestarts int
 	// Prefix, if set, is put before every tool's Python name ("gh" makes gh_search), to tell servers apart.
 	Prefix string
+	// TrustAnnotations makes a tool's effect what the server's annotations claim ([EffectOf]). Without it
+	// (the default) every tool of the server is unspecified, which the gate treats as irreversible: it needs
+	// approval unless a policy marks it, and the hints are only shown in the tool's description. Set it only
+	// for a server you control: a third-party server can mark any tool read-only.
+	TrustAnnotations bool
 }
 
 func (c Config) withDefaults() Config {
@@ -240,17 +287,19 @@ func (c *Client) start(ctx context.Context) error {
 	var t sdk.Transport
 	var tb *tailBuffer
 	var cmd *exec.Cmd
+	var pt *procTransport
 	switch {
 	case len(c.srv.Command) > 0:
 		cmd = exec.Command(c.srv.Command[0], c.srv.Command[1:]...)
-		cmd.Env, cmd.Dir = c.srv.Env, c.srv.Dir
+		cmd.Env, cmd.Dir = serverEnv(os.Environ(), c.srv.Env), c.srv.Dir
 		tb = &tailBuffer{max: maxStderrBytes}
 		cmd.Stderr, c.stderr = tb, tb
 		ownGroup(cmd)
 		// A descendant that inherited stderr keeps the pipe open after the server ends; Wait gives up on it
 		// after this, so closing never hangs on it (killGroup then ends it).
 		cmd.WaitDelay = waitDelay
-		t = &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}
+		pt = &procTransport{Transport: &sdk.CommandTransport{Command: cmd, TerminateDuration: time.Second}, cmd: cmd}
+		t = pt
 	case c.srv.URL != "":
 		hc := &http.Client{}
 		if c.srv.HTTPClient != nil {
@@ -278,7 +327,8 @@ func (c *Client) start(ctx context.Context) error {
 	select {
 	case r := <-ch:
 		if r.err != nil {
-			return fmt.Errorf("%w %q: %w%s", ErrConnect, c.name, r.err, tailOf(tb))
+			killGroup(cmd) // the SDK has closed the pipes; whatever the server started goes too
+			return fmt.Errorf("%w %q: %w%s", ErrConnect, c.name, cleanErr{r.err}, tailOf(tb))
 		}
 		c.session = r.s
 		if cmd != nil {
@@ -289,25 +339,66 @@ func (c *Client) start(ctx context.Context) error {
 		}
 		return nil
 	case <-ctx.Done():
+		// Kill the server now: a server stalled in its handshake must not outlive the caller's wait (nor this
+		// process). The SDK's Connect then fails on the closed pipes; its session, if any, is closed too.
+		pt.abandon()
 		go func() {
-			r := <-ch
-			if r.s != nil {
+			if r := <-ch; r.s != nil {
 				r.s.Close()
-				killGroup(cmd)
 			}
+			killGroup(cmd)
 		}()
-		return fmt.Errorf("%w %q: %w", ErrConnect, c.name, ctx.Err())
+		return fmt.Errorf("%w %q: the handshake did not finish: %w%s", ErrConnect, c.name, ctx.Err(), tailOf(tb))
+	}
+}
+
+// procTransport is a stdio server's transport that knows when its process has started, so that a caller who
+// stopped waiting can kill it without racing the start.
+type procTransport struct {
+	sdk.Transport
+	cmd       *exec.Cmd
+	mu        sync.Mutex
+	started   bool // cmd.Process is set
+	abandoned bool // the caller stopped waiting: kill the process as soon as it exists
+}
+
+func (p *procTransport) Connect(ctx context.Context) (sdk.Connection, error) {
+	conn, err := p.Transport.Connect(ctx)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.started = p.cmd.Process != nil
+	if p.abandoned {
+		killGroup(p.cmd)
+	}
+	return conn, err
+}
+
+// abandon kills the server's process group now if it started, or as soon as it does. A nil p does nothing.
+func (p *procTransport) abandon() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.abandoned = true
+	if p.started {
+		killGroup(p.cmd)
 	}
 }
 
 // closeSession closes s and then kills whatever its server process left behind.
 func (c *Client) closeSession(s *sdk.ClientSession) error {
-	err := s.Close()
 	c.mu.Lock()
 	cmd := c.procs[s]
 	delete(c.procs, s)
 	c.mu.Unlock()
-	killGroup(cmd)
+	var seen []int
+	if cmd != nil && cmd.Process != nil {
+		// While the server runs its descendants are its children; once it ended they are no longer.
+		seen = descendants(cmd.Process.Pid)
+	}
+	err := s.Close()
+	killGroup(cmd, seen...)
 	return err
 }
 
@@ -321,7 +412,7 @@ func (c *Client) list(ctx context.Context) ([]*sdk.Tool, error) {
 		}
 		r, err := c.session.ListTools(ctx, params)
 		if err != nil {
-			return nil, fmt.Errorf("%w %q: tools/list: %w", ErrConnect, c.name, err)
+			return nil, fmt.Errorf("%w %q: tools/list: %w", ErrConnect, c.name, cleanErr{err})
 		}
 		out = append(out, r.Tools...)
 		if len(out) > c.cfg.MaxTools {
@@ -357,7 +448,7 @@ func (c *Client) build(list []*sdk.Tool) {
 		seen[t.Name] = true
 		tool, err := c.tool(t)
 		if err != nil {
-			c.skip = append(c.skip, fmt.Sprintf("%q: %v", t.Name, cutText(err.Error(), 512)))
+			c.skip = append(c.skip, fmt.Sprintf("%q: %v", t.Name, termsafe.Clean(cutText(err.Error(), 512))))
 			continue
 		}
 		ok, tools = append(ok, t), append(tools, tool)
@@ -486,32 +577,41 @@ func (c *Client) call(ctx context.Context, name string, args json.RawMessage) (j
 		r.err = ctx.Err()
 	}
 	if r.err != nil {
+		shown := termsafe.Clean(name)
 		switch {
+		case errors.Is(ctx.Err(), context.Canceled):
+			return nil, fmt.Errorf("%w: %s on %q: the call was cancelled: %w", ErrToolError, shown, c.name, ctx.Err())
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%w: %s on %q: no answer in time: %w", ErrToolError, name, c.name, ctx.Err())
-		case errors.Is(r.err, sdk.ErrConnectionClosed) || closedSession(s):
+			return nil, fmt.Errorf("%w: %s on %q: no answer in time: %w", ErrToolError, shown, c.name, ctx.Err())
+		case connectionLost(r.err):
 			c.mu.Lock()
 			tb := c.stderr
 			c.mu.Unlock()
 			c.dead(s, r.err)
-			return nil, fmt.Errorf("%w: %q ended during the call to %s: %w%s", ErrServerDead, c.name, name, r.err, tailOf(tb))
+			return nil, fmt.Errorf("%w: %q ended during the call to %s: %w%s", ErrServerDead, c.name, shown, cleanErr{r.err}, tailOf(tb))
 		}
-		return nil, fmt.Errorf("%w: %s on %q: %s", ErrToolError, name, c.name, cutText(r.err.Error(), maxErrorBytes))
+		return nil, fmt.Errorf("%w: %s on %q: %s", ErrToolError, shown, c.name, cutText(r.err.Error(), maxErrorBytes))
 	}
 	return c.result(name, r.r)
 }
 
-// closedSession reports whether s's connection has ended, without waiting.
-func closedSession(s *sdk.ClientSession) bool {
-	done := make(chan struct{})
-	go func() { s.Wait(); close(done) }()
-	select {
-	case <-done:
-		return true
-	case <-time.After(50 * time.Millisecond):
+// connectionLost classifies a failed call: an error response of the server (a JSON-RPC error) is an answer, the
+// session goes on; the SDK's ErrConnectionClosed, or the end of the stream that the SDK hands every call in
+// flight when its reader stops (io.EOF and kin), means the connection is gone.
+func connectionLost(err error) bool {
+	var wire *jsonrpc.Error
+	if errors.As(err, &wire) {
 		return false
 	}
+	return errors.Is(err, sdk.ErrConnectionClosed) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, io.ErrClosedPipe) || errors.Is(err, os.ErrClosed) || errors.Is(err, syscall.EPIPE)
 }
+
+// cleanErr is err with its text escaped for a terminal (a server chose part of it); errors.Is and As see err.
+type cleanErr struct{ err error }
+
+func (e cleanErr) Error() string { return termsafe.Clean(e.err.Error()) }
+func (e cleanErr) Unwrap() error { return e.err }
 
 // result converts a CallToolResult to the JSON the program gets: structuredContent as it is (a dict or list),
 // a single text content as a str, several contents as a list of str (text) and descriptions (other kinds).
@@ -530,7 +630,7 @@ func (c *Client) result(name string, r *sdk.CallToolResult) (json.RawMessage, er
 		if msg == "" {
 			msg = "the tool reported an error"
 		}
-		return nil, fmt.Errorf("%w: %s: %s", ErrToolError, name, cutText(msg, maxErrorBytes))
+		return nil, fmt.Errorf("%w: %s: %s", ErrToolError, termsafe.Clean(name), cutText(msg, maxErrorBytes))
 	}
 	var v any
 	if r.StructuredContent != nil {
@@ -551,10 +651,10 @@ func (c *Client) result(name string, r *sdk.CallToolResult) (json.RawMessage, er
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %s: result: %w", ErrToolError, name, err)
+		return nil, fmt.Errorf("%w: %s: result: %w", ErrToolError, termsafe.Clean(name), err)
 	}
 	if len(b) > c.cfg.MaxResultBytes {
-		return nil, fmt.Errorf("%w: %s on %q returned %d bytes (Config.MaxResultBytes is %d)", ErrBound, name, c.name, len(b), c.cfg.MaxResultBytes)
+		return nil, fmt.Errorf("%w: %s on %q returned %d bytes (Config.MaxResultBytes is %d)", ErrBound, termsafe.Clean(name), c.name, len(b), c.cfg.MaxResultBytes)
 	}
 	return b, nil
 }
@@ -628,9 +728,16 @@ func (c *Client) tool(t *sdk.Tool) (hostfuncs.Tool, error) {
 	if desc == "" {
 		desc = "Tool " + t.Name + "."
 	}
-	desc += fmt.Sprintf("\n\n(MCP tool %q of server %q.)", t.Name, c.name)
+	desc += fmt.Sprintf("\n\n(MCP tool %q of server %q.", t.Name, c.name)
+	effect := governance.EffectUnspecified
+	if c.cfg.TrustAnnotations {
+		effect = EffectOf(t.Annotations)
+	} else if h := hints(t.Annotations); h != "" {
+		desc += " The server describes it as " + h + "; unchecked, so it needs approval unless a policy marks it."
+	}
+	desc += ")"
 	name := t.Name
-	tool := hostfuncs.Tool{Description: desc, Parameters: schema, Result: out, Effect: EffectOf(t.Annotations)}
+	tool := hostfuncs.Tool{Description: desc, Parameters: schema, Result: out, Effect: effect}
 	tool.Handler = func(ctx context.Context, args json.RawMessage) (json.RawMessage, error) {
 		if len(rename) > 0 {
 			var m map[string]json.RawMessage
@@ -659,20 +766,102 @@ func (c *Client) tool(t *sdk.Tool) (hostfuncs.Tool, error) {
 	return tool, nil
 }
 
-// EffectOf maps MCP tool annotations to a governance effect: readOnlyHint → ReadOnly; destructiveHint (true or,
-// as the MCP specification defaults it, absent) → Irreversible; destructiveHint false → Mutating; no annotations
-// → EffectUnspecified (treated as Irreversible). Annotations are the server's claims: a policy's tool effect
-// can only make a call stricter.
+// EffectOf maps MCP tool annotations to a governance effect, as a Client does with Config.TrustAnnotations:
+// openWorldHint (true or, as the MCP specification defaults it, absent) → Irreversible, since the tool
+// reaches beyond the server (the web, other systems); otherwise readOnlyHint → ReadOnly; destructiveHint (true
+// or absent) → Irreversible; destructiveHint false → Mutating; no annotations → EffectUnspecified (treated as
+// Irreversible). Annotations are the server's claims: a policy's tool effect can only make a call stricter.
 func EffectOf(a *sdk.ToolAnnotations) governance.Effect {
 	switch {
 	case a == nil:
 		return governance.EffectUnspecified
+	case a.OpenWorldHint == nil || *a.OpenWorldHint:
+		return governance.Irreversible
 	case a.ReadOnlyHint:
 		return governance.ReadOnly
 	case a.DestructiveHint != nil && !*a.DestructiveHint:
 		return governance.Mutating
 	}
 	return governance.Irreversible
+}
+
+// hints describes the annotations a server gave a tool ("read-only, closed world"), or "".
+func hints(a *sdk.ToolAnnotations) string {
+	if a == nil {
+		return ""
+	}
+	var h []string
+	if a.ReadOnlyHint {
+		h = append(h, "read-only")
+	} else if a.DestructiveHint != nil && !*a.DestructiveHint {
+		h = append(h, "not destructive")
+	}
+	if a.OpenWorldHint != nil {
+		if *a.OpenWorldHint {
+			h = append(h, "open world")
+		} else {
+			h = append(h, "closed world")
+		}
+	}
+	return strings.Join(h, ", ")
+}
+
+// BaseEnv lists what a stdio server gets of this process's environment by default: PATH, HOME, the locale
+// (LANG, LANGUAGE, LC_*), TMPDIR, on Windows the variables a process needs to start (SystemRoot, PATHEXT,
+// TEMP...), and the npm settings an npx launcher needs to find its cache and work offline
+// (npm_config_cache, npm_config_offline, npm_config_prefer_offline, npm_config_userconfig, npm_config_prefix,
+// in either case). Nothing else reaches the server (API keys, tokens, cloud credentials) unless Server.Env
+// names it.
+var BaseEnv = []string{"PATH", "HOME", "LANG", "LANGUAGE", "LC_*", "TMPDIR",
+	"SystemRoot", "SYSTEMROOT", "windir", "ComSpec", "PATHEXT", "TEMP", "TMP", "USERPROFILE", "APPDATA", "LOCALAPPDATA",
+	"npm_config_cache", "npm_config_offline", "npm_config_prefer_offline", "npm_config_userconfig", "npm_config_prefix",
+	"NPM_CONFIG_CACHE", "NPM_CONFIG_OFFLINE", "NPM_CONFIG_PREFER_OFFLINE", "NPM_CONFIG_USERCONFIG", "NPM_CONFIG_PREFIX"}
+
+// serverEnv is the environment of a stdio server: the variables of parent that BaseEnv names, then extra
+// ("NAME" copies NAME from parent, "NAME=value" sets it; a later entry wins).
+func serverEnv(parent, extra []string) []string {
+	vals := map[string]string{}
+	var order []string
+	set := func(k, v string) {
+		if _, ok := vals[k]; !ok {
+			order = append(order, k)
+		}
+		vals[k] = v
+	}
+	lookup := func(name string) (string, bool) {
+		for i := len(parent) - 1; i >= 0; i-- {
+			if k, v, ok := strings.Cut(parent[i], "="); ok && k == name {
+				return v, true
+			}
+		}
+		return "", false
+	}
+	for _, kv := range parent {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			continue
+		}
+		for _, pat := range BaseEnv {
+			if k == pat || strings.HasSuffix(pat, "*") && strings.HasPrefix(k, strings.TrimSuffix(pat, "*")) {
+				set(k, v)
+				break
+			}
+		}
+	}
+	for _, e := range extra {
+		if k, v, ok := strings.Cut(e, "="); ok {
+			if k != "" {
+				set(k, v)
+			}
+		} else if v, ok := lookup(e); ok {
+			set(e, v)
+		}
+	}
+	env := make([]string, 0, len(order))
+	for _, k := range order {
+		env = append(env, k+"="+vals[k])
+	}
+	return env
 }
 
 // pythonParams rewrites the top-level property names of an object schema that are not usable Python
@@ -886,7 +1075,7 @@ func tailOf(tb *tailBuffer) string {
 		return ""
 	}
 	time.Sleep(20 * time.Millisecond) // let the last lines of a process that just ended arrive
-	s := strings.TrimSpace(strings.ToValidUTF8(tb.String(), "?"))
+	s := strings.TrimSpace(termsafe.Lines(tb.String()))
 	if s == "" {
 		return ""
 	}

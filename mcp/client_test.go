@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -50,9 +51,16 @@ func testServerMain() {
 			_ = os.WriteFile(f, []byte(strconv.Itoa(d.Process.Pid)), 0o644)
 		}
 	}
+	if f := os.Getenv("WASMBOX_MCP_TEST_SETSID"); f != "" {
+		// A descendant that leaves the server's process group and session, as a daemonizing helper would.
+		d := exec.Command("setsid", "sleep", "300")
+		if err := d.Start(); err == nil {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(d.Process.Pid)), 0o644)
+		}
+	}
 	s := sdk.NewServer(&sdk.Implementation{Name: "scripted", Version: "1"}, nil)
 	obj := map[string]any{"type": "object"}
-	s.AddTool(&sdk.Tool{Name: "echo", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
+	s.AddTool(&sdk.Tool{Name: "echo", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object", "properties": map[string]any{"text": map[string]any{"type": "string"}}}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			var a struct{ Text string }
 			_ = json.Unmarshal(req.Params.Arguments, &a)
@@ -121,7 +129,7 @@ func mappingServer() *sdk.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "mapping", Version: "1"}, nil)
 	num := map[string]any{"type": "number", "description": "a number"}
 	s.AddTool(&sdk.Tool{Name: "get-sum", Description: "Returns the sum of two numbers",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)},
 		InputSchema: map[string]any{"type": "object", "properties": map[string]any{"a": num, "b": num}, "required": []string{"a", "b"}},
 	}, func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 		var a struct{ A, B float64 }
@@ -130,7 +138,7 @@ func mappingServer() *sdk.Server {
 			Content: []sdk.Content{&sdk.TextContent{Text: fmt.Sprint(a.A + a.B)}}}, nil
 	})
 	// get_sum collides with get-sum's identifier: the name that already is one keeps it.
-	s.AddTool(&sdk.Tool{Name: "get_sum", Description: "Another sum.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(false)},
+	s.AddTool(&sdk.Tool{Name: "get_sum", Description: "Another sum.", Annotations: &sdk.ToolAnnotations{DestructiveHint: boolp(false), OpenWorldHint: boolp(false)},
 		InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "other"}}}, nil
@@ -140,6 +148,11 @@ func mappingServer() *sdk.Server {
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: string(req.Params.Arguments)}}}, nil
 		})
+	s.AddTool(&sdk.Tool{Name: "fetch", Description: "Reads a URL: read-only, but open world.",
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(true)}, InputSchema: map[string]any{"type": "object"}},
+		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: "fetched"}}}, nil
+		})
 	s.AddTool(&sdk.Tool{Name: "media", Description: "Text, an image and a resource link.", InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			size := int64(99)
@@ -147,15 +160,15 @@ func mappingServer() *sdk.Server {
 				&sdk.ImageContent{MIMEType: "image/png", Data: make([]byte, 1234)},
 				&sdk.ResourceLink{URI: "file:///x.txt", Name: "x", MIMEType: "text/plain", Size: &size}}}, nil
 		})
-	s.AddTool(&sdk.Tool{Name: "fails", Description: "Always an error result.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&sdk.Tool{Name: "fails", Description: "Always an error result.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "disk on fire"}}}, nil
 		})
-	s.AddTool(&sdk.Tool{Name: "protocol-error", Description: "A JSON-RPC error.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&sdk.Tool{Name: "protocol-error", Description: "A JSON-RPC error.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return nil, &jsonrpcError{}
 		})
-	s.AddTool(&sdk.Tool{Name: "nothing", Description: "No content.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}, InputSchema: map[string]any{"type": "object"}},
+	s.AddTool(&sdk.Tool{Name: "nothing", Description: "No content.", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: boolp(false)}, InputSchema: map[string]any{"type": "object"}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
 			return &sdk.CallToolResult{Content: []sdk.Content{}}, nil
 		})
@@ -175,15 +188,30 @@ func byName(c *Client) map[string]hostfuncs.Tool {
 }
 
 func TestMappingRules(t *testing.T) {
-	c, err := inMemory(t, mappingServer(), Config{})
+	// By default the server's annotations decide nothing: every tool is unspecified (needs approval) and the
+	// hints are only told in the description.
+	untrusted, err := inMemory(t, mappingServer(), Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tool := range untrusted.Tools() {
+		if tool.Effect != governance.EffectUnspecified {
+			t.Errorf("without TrustAnnotations %s: effect %v, want unspecified", tool.Name, tool.Effect)
+		}
+	}
+	if d := byName(untrusted)["get_sum_2"].Description; !strings.Contains(d, "describes it as read-only, closed world; unchecked") {
+		t.Errorf("description does not show the hints as information: %q", d)
+	}
+	c, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	tools := byName(c)
 	want := map[string]governance.Effect{
-		"get_sum_2": governance.ReadOnly, // get-sum: readOnlyHint
-		"get_sum":   governance.Mutating, // destructiveHint false
-		"class_":    governance.Irreversible,
+		"get_sum_2": governance.ReadOnly,     // get-sum: readOnlyHint, openWorldHint false
+		"get_sum":   governance.Mutating,     // destructiveHint false, openWorldHint false
+		"class_":    governance.Irreversible, // annotations without hints: open world and destructive by default
+		"fetch":     governance.Irreversible, // readOnlyHint, but openWorldHint true
 		"media":     governance.EffectUnspecified,
 		"fails":     governance.ReadOnly, "protocol_error": governance.ReadOnly, "nothing": governance.ReadOnly,
 	}
@@ -203,7 +231,7 @@ func TestMappingRules(t *testing.T) {
 		t.Errorf("description does not name the MCP tool: %q", tools["get_sum_2"].Description)
 	}
 	// Deterministic: the same tools in any listing order get the same names.
-	c2, err := inMemory(t, mappingServer(), Config{})
+	c2, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,7 +271,7 @@ func TestIdentifier(t *testing.T) {
 // default gate refuses).
 func TestThroughTheGate(t *testing.T) {
 	ctx := context.Background()
-	c, err := inMemory(t, mappingServer(), Config{})
+	c, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,7 +317,7 @@ except tools.ToolDenied as e:
 	// With approval, the other content kinds are described, not passed.
 	gcfg.Approver = governance.AllowAll{}
 	gate2, _ := governance.NewGate(gcfg)
-	c2, err := inMemory(t, mappingServer(), Config{})
+	c2, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -479,7 +507,7 @@ func TestServerProcessLifecycle(t *testing.T) {
 	c.Close(ctx)
 
 	// The Sandbox owns the server: Close stops its process.
-	c, err = Connect(ctx, selfServer(t, pidfile), Config{})
+	c, err = Connect(ctx, selfServer(t, pidfile), Config{TrustAnnotations: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,5 +570,156 @@ func TestFailedStartSaysWhy(t *testing.T) {
 	}
 	if len(err.Error()) > 4<<10 {
 		t.Fatalf("error of %d bytes: the stderr kept is not bounded", len(err.Error()))
+	}
+}
+
+// TestMaxToolsEdges: a server listing exactly MaxTools tools is accepted, one more is refused.
+func TestMaxToolsEdges(t *testing.T) {
+	server := func() *sdk.Server {
+		s := sdk.NewServer(&sdk.Implementation{Name: "three", Version: "1"}, nil)
+		h := func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) { return nil, nil }
+		for _, n := range []string{"a", "b", "c"} {
+			s.AddTool(&sdk.Tool{Name: n, InputSchema: map[string]any{"type": "object"}}, h)
+		}
+		return s
+	}
+	c, err := inMemory(t, server(), Config{MaxTools: 3})
+	if err != nil || len(c.Tools()) != 3 {
+		t.Fatalf("3 tools with MaxTools 3: %v, %v", err, c)
+	}
+	_, err = inMemory(t, server(), Config{MaxTools: 2})
+	if !errors.Is(err, ErrBound) || !strings.Contains(err.Error(), "more than 2 tools") {
+		t.Fatalf("3 tools with MaxTools 2: err = %v, want ErrBound", err)
+	}
+}
+
+// TestServerNaming: an npx server is named by its package (scope/name, no version), not "npx".
+func TestServerNaming(t *testing.T) {
+	for _, tc := range []struct {
+		argv []string
+		want string
+	}{
+		{[]string{"npx", "-y", "@modelcontextprotocol/server-everything"}, "@modelcontextprotocol/server-everything"},
+		{[]string{"/usr/bin/npx", "--yes", "@modelcontextprotocol/server-everything@2026.8.31", "stdio"}, "@modelcontextprotocol/server-everything"},
+		{[]string{"npx", "mcp-server-fetch@latest"}, "mcp-server-fetch"},
+		{[]string{"npx", "-y", "--package=@scope/pkg@1", "pkg-bin"}, "@scope/pkg"},
+		{[]string{"npx", "-p", "@scope/other", "bin"}, "@scope/other"},
+		{[]string{"npx"}, "npx"},
+		{[]string{"/opt/bin/my-server", "--flag"}, "my-server"},
+	} {
+		if got := (Server{Command: tc.argv}).name(); got != tc.want {
+			t.Errorf("%q: name %q, want %q", tc.argv, got, tc.want)
+		}
+	}
+}
+
+// hostileText has every kind of terminal control a server might slip into a name or its stderr: an escape
+// sequence, an OSC 52 clipboard write, a carriage return that overwrites the line, a bidi override.
+const hostileText = "\x1b[2J\x1b]52;c;ZXZpbA==\x07\rforged\u202eevil"
+
+func assertClean(t *testing.T, what, s string) {
+	t.Helper()
+	for _, bad := range []string{"\x1b", "\x07", "\r", "\u202e"} {
+		if strings.Contains(s, bad) {
+			t.Errorf("%s holds the raw control %q: %q", what, bad, s)
+		}
+	}
+}
+
+// TestServerChosenTextIsEscaped: names, errors and the stderr tail that wasmbox prints are escaped.
+func TestServerChosenTextIsEscaped(t *testing.T) {
+	t.Run("stderr tail", func(t *testing.T) {
+		srv := selfServer(t, filepath.Join(t.TempDir(), "pid"))
+		srv.Env = append(srv.Env, "WASMBOX_MCP_TEST_FAIL=missing token "+hostileText)
+		_, err := Connect(context.Background(), srv, Config{ConnectTimeout: 20 * time.Second})
+		if err == nil || !strings.Contains(err.Error(), "missing token") {
+			t.Fatalf("err = %v", err)
+		}
+		assertClean(t, "the error", err.Error())
+	})
+	t.Run("server and tool names", func(t *testing.T) {
+		s := sdk.NewServer(&sdk.Implementation{Name: "x", Version: "1"}, nil)
+		s.AddTool(&sdk.Tool{Name: "t" + hostileText, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{IsError: true, Content: []sdk.Content{&sdk.TextContent{Text: "no"}}}, nil
+			})
+		s.AddTool(&sdk.Tool{Name: "big" + hostileText, InputSchema: map[string]any{"type": "object"}},
+			func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+				return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: strings.Repeat("x", 100)}}}, nil
+			})
+		ctx := context.Background()
+		ct, st := sdk.NewInMemoryTransports()
+		ss, err := s.Connect(ctx, st, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ss.Close()
+		c, err := Connect(ctx, Server{Name: "srv" + hostileText, Transport: ct}, Config{MaxResultBytes: 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close(ctx)
+		assertClean(t, "Name", c.Name())
+		if len(c.Tools()) != 2 {
+			t.Fatalf("tools: %v", c.Tools())
+		}
+		for _, tool := range c.Tools() {
+			_, err := tool.Handler(ctx, json.RawMessage(`{}`))
+			if err == nil {
+				t.Fatalf("%s: no error", tool.Name)
+			}
+			assertClean(t, tool.Name+"'s error", err.Error())
+		}
+	})
+}
+
+// TestCancelledCallSaysSo: a call whose caller cancelled it is a cancellation (errors.Is context.Canceled),
+// not "no answer in time".
+func TestCancelledCallSaysSo(t *testing.T) {
+	s := sdk.NewServer(&sdk.Implementation{Name: "hang", Version: "1"}, nil)
+	release := make(chan struct{})
+	s.AddTool(&sdk.Tool{Name: "hang", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+			<-release
+			return &sdk.CallToolResult{}, nil
+		})
+	c, err := inMemory(t, s, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { close(release) })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	_, err = c.Tools()[0].Handler(ctx, json.RawMessage(`{}`))
+	if !errors.Is(err, ErrToolError) || !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), "cancelled") ||
+		strings.Contains(err.Error(), "in time") {
+		t.Fatalf("err = %v, want a cancellation", err)
+	}
+}
+
+// TestToolErrorsLeaveNoGoroutines: an error answer is classified from the error itself; nothing is left
+// waiting on the session per error (the client once started a goroutine per error that waited on the
+// session for as long as it lived).
+func TestToolErrorsLeaveNoGoroutines(t *testing.T) {
+	c, err := inMemory(t, mappingServer(), Config{TrustAnnotations: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tool := byName(c)["protocol_error"]
+	ctx := context.Background()
+	call := func() {
+		if _, err := tool.Handler(ctx, json.RawMessage(`{}`)); !errors.Is(err, ErrToolError) || errors.Is(err, ErrServerDead) {
+			t.Fatalf("err = %v, want a tool error on a live server", err)
+		}
+	}
+	call()
+	time.Sleep(50 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for range 50 {
+		call()
+	}
+	time.Sleep(100 * time.Millisecond)
+	if after := runtime.NumGoroutine(); after > before+10 {
+		t.Fatalf("goroutines: %d before 50 error answers, %d after", before, after)
 	}
 }

@@ -21,8 +21,10 @@
 //     get _2, _3... in the order of the servers' names, so the same tools always get the same names.
 //   - Input schemas become signatures and docstrings (parameters that are not identifiers are renamed in
 //     Python and renamed back on the wire).
-//   - Annotations become the Effect ([EffectOf]): readOnlyHint → ReadOnly, destructiveHint → Irreversible,
-//     destructiveHint false → Mutating, none → unspecified (treated as irreversible).
+//   - Annotations are the server's claims: by default every tool is unspecified (treated as irreversible: it
+//     needs approval unless a policy marks it) and the hints are told in its description. With
+//     Config.TrustAnnotations they become the Effect ([EffectOf]): openWorldHint (true or absent) →
+//     Irreversible, else readOnlyHint → ReadOnly, destructiveHint false → Mutating, otherwise Irreversible.
 //   - Results: structuredContent as a dict or list; one text content as a str; several contents as a list;
 //     images, audio and resources as a dict describing them (type, mime_type, size), their bytes stay on the host.
 //   - An isError result, a protocol error, a timeout or a server that ended: ToolError in Python.
@@ -30,12 +32,19 @@
 // # Notes
 //
 // An MCP server is a tool: its calls are governed, its process is not sandboxed by wasmbox. A stdio server
-// runs as a child of this process with its rights and (unless Server.Env says otherwise) its environment; an
+// runs as a child of this process with its rights and a minimal environment ([BaseEnv] plus Server.Env); an
 // HTTP server is wherever its URL points. Annotations are the server's own claims: mark tools in the policy
-// (the stricter effect applies) rather than trusting readOnlyHint from a server you do not control.
+// rather than trusting readOnlyHint from a server you do not control.
+//
+// A stdio server runs in a process group of its own, killed when its handshake fails or times out, when ctx
+// is cancelled, when its tool list is refused, and at Close. On Linux the first stdio server makes this
+// process a child subreaper (prctl PR_SET_CHILD_SUBREAPER, for the whole process): descendants of the server
+// found in /proc, also those that called setsid, are killed and reaped with it. Elsewhere, and for a
+// descendant orphaned before the client looked, nothing tracks a process that left the group.
 //
 // Everything the server chooses is bounded by [Config]: the number of tools, the size of schemas, names and
-// descriptions, the size of a result, the wait for one call (CallTimeout, and the run's deadline), the restarts
+// descriptions, the size of a result, the wait for the handshake (ConnectTimeout, and ctx), the wait for one
+// call (CallTimeout, and the run's deadline), the restarts
 // of a server that ended. A server that ended is restarted on the next call (the call that saw it end fails);
 // after MaxRestarts it is an error ([ErrServerDead]), never a hang.
 //

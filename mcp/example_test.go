@@ -13,12 +13,14 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
+var closedWorld = false
+
 // weatherServer is an MCP server with one read-only tool, reached over the SDK's in-memory transport (a real
 // program would give mcp.Server a Command or a URL instead).
 func weatherServer(ctx context.Context) mcp.Server {
 	s := sdk.NewServer(&sdk.Implementation{Name: "weather", Version: "1"}, nil)
 	s.AddTool(&sdk.Tool{Name: "get-forecast", Description: "Forecast for a city.",
-		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true},
+		Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true, OpenWorldHint: &closedWorld},
 		InputSchema: map[string]any{"type": "object", "required": []string{"city"},
 			"properties": map[string]any{"city": map[string]any{"type": "string", "description": "the city"}}}},
 		func(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
@@ -35,7 +37,9 @@ func weatherServer(ctx context.Context) mcp.Server {
 
 func Example() {
 	ctx := context.Background()
-	c, err := mcp.Connect(ctx, weatherServer(ctx), mcp.Config{})
+	// The server is our own, so its annotations may decide the tools' effects (a third-party server's may not:
+	// without TrustAnnotations every tool needs approval unless a policy marks it).
+	c, err := mcp.Connect(ctx, weatherServer(ctx), mcp.Config{TrustAnnotations: true})
 	if err != nil {
 		panic(err)
 	}
@@ -74,7 +78,7 @@ func Example() {
 // The code-action agent gets MCP tools the same way: attach them to the Config it is given.
 func ExampleAttach_agent() {
 	ctx := context.Background()
-	c, err := mcp.Connect(ctx, weatherServer(ctx), mcp.Config{})
+	c, err := mcp.Connect(ctx, weatherServer(ctx), mcp.Config{TrustAnnotations: true})
 	if err != nil {
 		panic(err)
 	}

@@ -42,7 +42,8 @@ const usageText = `usage:
   wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
               [--workspace DIR] [--writeback [--writeback-allow-hidden PATH]... [--writeback-only PATH]...
               [--writeback-exec] [--writeback-delete]] [--audit LOG] [--json]
-              [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE] (FILE | -c CODE | -)
+              [--mcp 'CMD ARGS' | --mcp URL]... [--mcp-env NAME[=VALUE]]... [--mcp-connect-timeout D]
+              [--approve allow|deny|ask] [--policy FILE] (FILE | -c CODE | -)
   wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--output-limit SIZE] [--workspace-size SIZE]
               [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
   wasmbox version [--json]
@@ -197,6 +198,9 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	auditPath := fs.String("audit", "", "append the run's tool-call records to the hash-chained JSONL audit LOG and report its head")
 	var gov govFlags
 	gov.register(fs)
+	// --mcp client options: the servers' environment and the wait for their handshake.
+	var mcpOpts mcpClientFlags
+	mcpOpts.register(fs)
 	engineName := fs.String("engine", "", "WebAssembly engine: "+strings.Join(wasmbox.Engines(), " or ")+" (default wazero)")
 	if err := fs.Parse(args); err != nil {
 		return exitUsage
@@ -288,7 +292,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	if len(gov.mcp) > 0 {
-		if err := connectMCP(ctx, gov.mcp, *timeout, &cfg, stderr); err != nil {
+		if err := connectMCP(ctx, gov.mcp, *timeout, mcpOpts, &cfg, stderr); err != nil {
 			return fail(err)
 		}
 	}

@@ -126,7 +126,7 @@ func splitCommand(s string) ([]string, error) {
 }
 
 // connectMCP connects to every --mcp server and attaches their tools to cfg (the Sandbox then owns them).
-func connectMCP(ctx context.Context, specs []string, timeout time.Duration, cfg *wasmbox.Config, stderr io.Writer) error {
+func connectMCP(ctx context.Context, specs []string, timeout time.Duration, opts mcpClientFlags, cfg *wasmbox.Config, stderr io.Writer) error {
 	var clients []*mcp.Client
 	for _, v := range specs {
 		srv, err := mcpServer(v)
@@ -134,7 +134,8 @@ func connectMCP(ctx context.Context, specs []string, timeout time.Duration, cfg 
 			closeClients(clients)
 			return err
 		}
-		c, err := mcp.Connect(ctx, srv, mcp.Config{CallTimeout: timeout})
+		srv.Env = opts.env
+		c, err := mcp.Connect(ctx, srv, mcp.Config{CallTimeout: timeout, ConnectTimeout: opts.connectTimeout(timeout)})
 		if err != nil {
 			closeClients(clients)
 			return fmt.Errorf("wasmbox: --mcp %q: %w", v, err)

@@ -26,7 +26,7 @@ func TestRunMCPEverything(t *testing.T) {
 	argv := npmtest.Everything(t, "stdio")
 	dir := t.TempDir()
 	policy := filepath.Join(dir, "policy.yaml")
-	os.WriteFile(policy, []byte("version: 1\nallow: [get_sum, echo, toggle_simulated_logging]\ndeny: [get_env]\ntools:\n  toggle_simulated_logging: {approval: always}\n"), 0o644)
+	os.WriteFile(policy, []byte("version: 1\nallow: [get_sum, echo, toggle_simulated_logging]\ndeny: [get_env]\ntools:\n  get_sum: {effect: read_only}\n  echo: {effect: read_only}\n  toggle_simulated_logging: {approval: always}\n"), 0o644)
 	logf := filepath.Join(dir, "audit.jsonl")
 	code, out, errOut := cli(t, "", "run", "--json", "--mcp", strings.Join(argv, " "), "--policy", policy, "--audit", logf, "-c", `import tools
 print(tools.get_sum(a=2, b=40))
