@@ -44,6 +44,11 @@ type ServerConfig struct {
 	MaxRequestBytes int64
 	// WorkspaceBytes is the quota of each session's workspace. Zero means wasmbox.DefaultWorkspaceBytes.
 	WorkspaceBytes int64
+	// AllowedOrigins are the browser origins ("https://app.example:8443") whose requests the HTTP transport
+	// accepts, with CORS headers; see NormalizeOrigin for the form (an entry it refuses matches nothing). A
+	// request with any other Origin header gets 403, as the MCP transport specification requires; requests
+	// without one (clients that are not browsers) are unaffected. Empty (the default) allows no cross origin.
+	AllowedOrigins []string
 }
 
 // SandboxServer serves a Sandbox to MCP clients. Each MCP session has its own workspace, shared by run_python,
@@ -108,12 +113,14 @@ func NewServer(sb *wasmbox.Sandbox, cfg ServerConfig) *SandboxServer {
 // MCPServer is the SDK server, to run on any transport (Run(ctx, &sdk.StdioTransport{}) for stdio).
 func (s *SandboxServer) MCPServer() *sdk.Server { return s.srv }
 
-// HTTPHandler serves the streamable HTTP transport. It refuses requests whose Host is not a loopback name when
-// reached on a loopback address (DNS rebinding), bounds request bodies by MaxRequestBytes and ends idle MCP
+// HTTPHandler serves the streamable HTTP transport. It refuses (403) requests whose Origin header is neither
+// in AllowedOrigins nor the server's own loopback origin, and requests whose Host is not a loopback name when
+// reached on a loopback address (DNS rebinding); it bounds request bodies by MaxRequestBytes and ends idle MCP
 // sessions after IdleTimeout.
 func (s *SandboxServer) HTTPHandler() http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{SessionTimeout: s.cfg.IdleTimeout, MaxRequestBodyBytes: s.cfg.MaxRequestBytes})
+	return newOriginPolicy(s.cfg.AllowedOrigins).wrap(h)
 }
 
 // Sessions is the number of sessions with state.

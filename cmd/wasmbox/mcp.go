@@ -159,7 +159,7 @@ func closeClients(cs []*mcp.Client) {
 }
 
 const mcpUsage = `usage:
-  wasmbox mcp [--http ADDR [--allow-remote]] [--timeout D] [--memory SIZE] [--output-limit SIZE]
+  wasmbox mcp [--http ADDR [--allow-remote] [--allow-origin ORIGIN]...] [--timeout D] [--memory SIZE] [--output-limit SIZE]
               [--workspace-size SIZE] [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
 `
 
@@ -169,6 +169,15 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", "", "serve streamable HTTP on ADDR (host:port; a bare :port means 127.0.0.1:port) at /mcp instead of stdio")
 	allowRemote := fs.Bool("allow-remote", false, "let --http listen on an address that is not loopback (there is no authentication)")
+	var origins []string
+	fs.Func("allow-origin", "let browser pages of ORIGIN (scheme://host[:port]) call --http, with CORS; repeatable; any other Origin gets 403", func(v string) error {
+		n, err := mcp.NormalizeOrigin(v)
+		if err != nil {
+			return err
+		}
+		origins = append(origins, n)
+		return nil
+	})
 	timeout := fs.Duration("timeout", wasmbox.DefaultTimeout, "deadline of each run")
 	memory := fs.String("memory", "256MiB", "memory limit of each interpreter")
 	outputLimit := fs.String("output-limit", "1MiB", "cap on captured stdout and on stderr of each run")
@@ -209,7 +218,7 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	defer sb.Close(context.WithoutCancel(ctx))
 	srv := mcp.NewServer(sb, mcp.ServerConfig{MaxSessions: *maxSessions, IdleTimeout: *idle,
-		MaxFileBytes: int(sizes["max-file-size"]), WorkspaceBytes: sizes["workspace-size"]})
+		MaxFileBytes: int(sizes["max-file-size"]), WorkspaceBytes: sizes["workspace-size"], AllowedOrigins: origins})
 	defer srv.Close(context.WithoutCancel(ctx))
 	if *httpAddr == "" {
 		t := &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}

@@ -132,11 +132,16 @@ func TestMCPServeHTTP(t *testing.T) {
 	if code, _, errOut := cli(t, "", "mcp", "--http", "0.0.0.0:0"); code != exitUsage || !strings.Contains(errOut, "not a loopback address") {
 		t.Fatalf("remote address: %d %s", code, errOut)
 	}
+	for _, bad := range []string{"*", "null", "https://app.example/path"} {
+		if code, _, errOut := cli(t, "", "mcp", "--http", "127.0.0.1:0", "--allow-origin", bad); code != exitUsage || !strings.Contains(errOut, "origin") {
+			t.Fatalf("--allow-origin %q: %d %s", bad, code, errOut)
+		}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- realMain(ctx, []string{"mcp", "--http", "127.0.0.1:0"}, strings.NewReader(""), io.Discard, pw)
+		done <- realMain(ctx, []string{"mcp", "--http", "127.0.0.1:0", "--allow-origin", "https://app.example"}, strings.NewReader(""), io.Discard, pw)
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
@@ -144,6 +149,21 @@ func TestMCPServeHTTP(t *testing.T) {
 	}
 	go io.Copy(io.Discard, pr)
 	url := strings.TrimSpace(line[strings.Index(line, "http://"):])
+	// A page of another origin gets 403 (the MCP transport's Origin rule); the one --allow-origin names gets CORS.
+	for origin, want := range map[string]int{"https://evil.example": http.StatusForbidden, "https://app.example": http.StatusOK} {
+		req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want || (want == http.StatusOK) != (resp.Header.Get("Access-Control-Allow-Origin") == origin) {
+			t.Errorf("Origin %s: status %d, CORS %q", origin, resp.StatusCode, resp.Header.Get("Access-Control-Allow-Origin"))
+		}
+	}
 	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "1"}, nil).Connect(ctx, &sdk.StreamableClientTransport{Endpoint: url}, nil)
 	if err != nil {
 		t.Fatal(err)
