@@ -48,6 +48,13 @@
 // of a server that ended. A server that ended is restarted on the next call (the call that saw it end fails);
 // after MaxRestarts it is an error ([ErrServerDead]), never a hang.
 //
+// As a server, everything a client chooses is bounded by [ServerConfig]: sessions with state (MaxSessions, the
+// idle ones making way for new ones after EvictIdleAfter), MCP sessions over HTTP (MaxMCPSessions), calls
+// waiting in one session (MaxQueuedCalls) and the input bytes of all calls in progress (MaxPendingBytes): past
+// them a call fails at once ([ErrBusy], [ErrTooManySessions]) or an HTTP request gets 503 before its body is
+// read. Over stdio ([SandboxServer.ServeStdio]) a malformed line gets a JSON-RPC error and the session goes on;
+// over HTTP ([SandboxServer.HTTPHandler]) a browser request from an origin not in AllowedOrigins gets 403.
+//
 // This package is separate from package wasmbox, so programs that use only the sandbox do not depend on the
 // MCP SDK.
 package mcp

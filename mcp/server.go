@@ -22,6 +22,16 @@ const (
 	DefaultMaxListEntries = 1000
 	// DefaultMaxRequestBytes bounds one HTTP request body (the code or file a client sends).
 	DefaultMaxRequestBytes = 4 << 20
+	// DefaultMaxQueuedCalls is how many calls of one session may wait behind the one in progress.
+	DefaultMaxQueuedCalls = 4
+	// DefaultMaxPendingBytes bounds the input (code, file content) of every call waiting or running, all
+	// sessions together, and over HTTP the bodies of the requests being served.
+	DefaultMaxPendingBytes = 16 << 20
+	// DefaultMaxMCPSessions bounds MCP sessions over HTTP, with state or without.
+	DefaultMaxMCPSessions = 64
+	// DefaultEvictIdleAfter is how long a session's state must have been idle before a new session may take
+	// its place when MaxSessions are open.
+	DefaultEvictIdleAfter = time.Minute
 )
 
 // ErrTooManySessions: the server already keeps ServerConfig.MaxSessions sessions.
@@ -31,8 +41,25 @@ var ErrTooManySessions = errors.New("mcp: too many sessions")
 // (time, memory, output, workspace) are the Sandbox's Config.
 type ServerConfig struct {
 	// MaxSessions is the most MCP sessions with state (a workspace, and an interpreter once python_exec is used)
-	// at a time; a call of a session past it fails with ErrTooManySessions. Zero means DefaultMaxSessions.
+	// at a time. A call of a new session past it takes the place of the state idle the longest, if that has been
+	// idle for EvictIdleAfter (its workspace and variables are gone; its next call starts afresh); otherwise it
+	// fails with ErrTooManySessions. Zero means DefaultMaxSessions.
 	MaxSessions int
+	// EvictIdleAfter is how long a session's state must have been idle before a new session may take its place.
+	// Zero means DefaultEvictIdleAfter; negative means never (new sessions fail until one idles out).
+	EvictIdleAfter time.Duration
+	// MaxMCPSessions bounds the MCP sessions of the HTTP transport, those that never called a tool included. A
+	// new session past it closes the one seen least recently among those without state (then one whose state
+	// may be evicted); when none can go, the request gets 503. Zero means DefaultMaxMCPSessions.
+	MaxMCPSessions int
+	// MaxQueuedCalls is how many calls of one session may wait behind the one in progress; a call past it fails
+	// with ErrBusy at once. Zero means DefaultMaxQueuedCalls; negative means none may wait.
+	MaxQueuedCalls int
+	// MaxPendingBytes bounds the input bytes of all calls waiting or running (code, paths, file content); a
+	// call past it fails with ErrBusy. Over HTTP it also bounds the bodies being read and served (each counted
+	// at its Content-Length, or MaxRequestBytes when unknown): a request past it gets 503 before its body is
+	// read. Zero means DefaultMaxPendingBytes.
+	MaxPendingBytes int64
 	// IdleTimeout ends the state of a session (and, over HTTP, the MCP session) after this long without a
 	// call. Zero means DefaultIdleTimeout.
 	IdleTimeout time.Duration
@@ -60,11 +87,16 @@ type SandboxServer struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*sessionState
+	seen     map[*sdk.ServerSession]time.Time // last activity of MCP sessions
+	watched  map[*sdk.ServerSession]bool      // sessions whose end a goroutine waits for
+	pending  int64                            // input bytes of calls waiting or running
+	httpBody int64                            // bytes reserved by HTTP requests being served
 	closed   bool
 }
 
 type sessionState struct {
 	busy  int           // calls waiting or running; guarded by SandboxServer.mu
+	last  time.Time     // when the last call ended (or the state began); guarded by SandboxServer.mu
 	turn  chan struct{} // one token: the call in progress
 	ws    *wasmbox.Workspace
 	se    *wasmbox.Session
@@ -85,13 +117,28 @@ func NewServer(sb *wasmbox.Sandbox, cfg ServerConfig) *SandboxServer {
 	if cfg.IdleTimeout <= 0 {
 		cfg.IdleTimeout = DefaultIdleTimeout
 	}
+	def(&cfg.MaxMCPSessions, DefaultMaxMCPSessions)
 	if cfg.MaxRequestBytes <= 0 {
 		cfg.MaxRequestBytes = DefaultMaxRequestBytes
 	}
-	s := &SandboxServer{sb: sb, cfg: cfg, sessions: map[*sdk.ServerSession]*sessionState{}}
+	if cfg.EvictIdleAfter == 0 {
+		cfg.EvictIdleAfter = DefaultEvictIdleAfter
+	}
+	switch {
+	case cfg.MaxQueuedCalls == 0:
+		cfg.MaxQueuedCalls = DefaultMaxQueuedCalls
+	case cfg.MaxQueuedCalls < 0:
+		cfg.MaxQueuedCalls = 0
+	}
+	if cfg.MaxPendingBytes <= 0 {
+		cfg.MaxPendingBytes = DefaultMaxPendingBytes
+	}
+	s := &SandboxServer{sb: sb, cfg: cfg, sessions: map[*sdk.ServerSession]*sessionState{},
+		seen: map[*sdk.ServerSession]time.Time{}, watched: map[*sdk.ServerSession]bool{}}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "wasmbox", Version: "1"}, &sdk.ServerOptions{
 		Instructions: "A sandboxed Python 3.13 (WebAssembly): no network, no host files, no processes. " +
 			"Files in /workspace persist for this session.",
+		InitializedHandler: func(_ context.Context, req *sdk.InitializedRequest) { s.touch(req.Session) },
 	})
 	notDestructive := false
 	local := &sdk.ToolAnnotations{DestructiveHint: &notDestructive, OpenWorldHint: &notDestructive}
@@ -120,7 +167,45 @@ func (s *SandboxServer) MCPServer() *sdk.Server { return s.srv }
 func (s *SandboxServer) HTTPHandler() http.Handler {
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
 		&sdk.StreamableHTTPOptions{SessionTimeout: s.cfg.IdleTimeout, MaxRequestBodyBytes: s.cfg.MaxRequestBytes})
-	return newOriginPolicy(s.cfg.AllowedOrigins).wrap(h)
+	return newOriginPolicy(s.cfg.AllowedOrigins).wrap(s.limitHTTP(h))
+}
+
+// limitHTTP bounds what HTTP requests can hold: the bytes of the bodies being served (MaxPendingBytes, each
+// reserved before it is read) and, for a request that starts a session, the number of MCP sessions.
+func (s *SandboxServer) limitHTTP(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			next.ServeHTTP(w, r)
+			return
+		}
+		n := r.ContentLength
+		if n < 0 || n > s.cfg.MaxRequestBytes {
+			n = s.cfg.MaxRequestBytes
+		}
+		s.mu.Lock()
+		ok := s.httpBody+n <= s.cfg.MaxPendingBytes
+		if ok {
+			s.httpBody += n
+		}
+		s.mu.Unlock()
+		if !ok {
+			w.Header().Set("Retry-After", "1")
+			http.Error(w, fmt.Sprintf("%v: requests in progress hold %d bytes (the server's limit)", ErrBusy, s.cfg.MaxPendingBytes), http.StatusServiceUnavailable)
+			return
+		}
+		defer func() {
+			s.mu.Lock()
+			s.httpBody -= n
+			s.mu.Unlock()
+		}()
+		r.Body = http.MaxBytesReader(w, r.Body, n)
+		if r.Header.Get("Mcp-Session-Id") == "" && !s.makeRoomForSession() {
+			w.Header().Set("Retry-After", "10")
+			http.Error(w, fmt.Sprintf("%v: %d MCP sessions are open and none can be closed (the server's limit)", ErrTooManySessions, s.cfg.MaxMCPSessions), http.StatusServiceUnavailable)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Sessions is the number of sessions with state.
@@ -136,6 +221,7 @@ func (s *SandboxServer) Close(ctx context.Context) error {
 	s.closed = true
 	all := s.sessions
 	s.sessions = map[*sdk.ServerSession]*sessionState{}
+	s.seen = map[*sdk.ServerSession]time.Time{}
 	s.mu.Unlock()
 	var errs []error
 	for _, st := range all {
@@ -160,32 +246,65 @@ func (st *sessionState) close(ctx context.Context) error {
 	return nil
 }
 
-// state returns the session's state, holding its turn; release with done.
-func (s *SandboxServer) state(ctx context.Context, ss *sdk.ServerSession) (st *sessionState, done func(), err error) {
+// ErrBusy: the server already holds as many waiting calls or as many bytes of call input as its limits allow;
+// the call was refused without running. Retrying after earlier calls end can succeed.
+var ErrBusy = errors.New("mcp: server busy")
+
+// state returns the session's state, holding its turn; release with done. n is the size of the call's input,
+// counted against MaxPendingBytes until done.
+func (s *SandboxServer) state(ctx context.Context, ss *sdk.ServerSession, n int64) (st *sessionState, done func(), err error) {
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		return nil, nil, errors.New("mcp: server closed")
 	}
+	if s.pending+n > s.cfg.MaxPendingBytes {
+		s.mu.Unlock()
+		return nil, nil, fmt.Errorf("%w: the calls in progress hold %d bytes of input and this one has %d (the server's limit is %d); retry when they end",
+			ErrBusy, s.pending, n, s.cfg.MaxPendingBytes)
+	}
+	now := time.Now()
+	s.seen[ss] = now
 	st = s.sessions[ss]
+	var evicted *sessionState
 	if st == nil {
 		if len(s.sessions) >= s.cfg.MaxSessions {
-			s.mu.Unlock()
-			return nil, nil, fmt.Errorf("%w: %d sessions are open (the server's limit); close one or wait for one to idle out", ErrTooManySessions, s.cfg.MaxSessions)
+			var key *sdk.ServerSession
+			if key, evicted = s.evictableLocked(now); evicted == nil {
+				s.mu.Unlock()
+				return nil, nil, fmt.Errorf("%w: %d sessions are open (the server's limit) and none has been idle for %v; close one or wait for one to idle out",
+					ErrTooManySessions, s.cfg.MaxSessions, s.cfg.EvictIdleAfter)
+			}
+			delete(s.sessions, key)
+			evicted.timer.Stop()
 		}
-		st = &sessionState{turn: make(chan struct{}, 1), ws: wasmbox.NewWorkspace(s.cfg.WorkspaceBytes, 0)}
+		st = &sessionState{turn: make(chan struct{}, 1), ws: wasmbox.NewWorkspace(s.cfg.WorkspaceBytes, 0), last: now}
 		s.sessions[ss] = st
 		st.timer = time.AfterFunc(s.cfg.IdleTimeout, func() { s.dropIdle(ss, st) })
-		if ss != nil {
-			go func() { _ = ss.Wait(); s.drop(ss, st) }()
+		if ss != nil && !s.watched[ss] {
+			s.watched[ss] = true
+			go func() { _ = ss.Wait(); s.forget(ss) }()
 		}
+	} else if st.busy > s.cfg.MaxQueuedCalls {
+		waiting := st.busy - 1
+		s.mu.Unlock()
+		return nil, nil, fmt.Errorf("%w: %d calls of this session are already waiting for the one in progress (the server's limit); wait for their results",
+			ErrBusy, waiting)
 	}
 	st.busy++ // not idle while a call waits or runs
+	s.pending += n
 	s.mu.Unlock()
+	if evicted != nil {
+		_ = evicted.close(context.WithoutCancel(ctx))
+	}
 	release := func() {
 		s.mu.Lock()
 		st.busy--
-		st.timer.Reset(s.cfg.IdleTimeout)
+		s.pending -= n
+		st.last = time.Now()
+		if st.busy == 0 && s.sessions[ss] == st {
+			st.timer.Reset(s.cfg.IdleTimeout)
+		}
 		s.mu.Unlock()
 	}
 	select {
@@ -197,26 +316,99 @@ func (s *SandboxServer) state(ctx context.Context, ss *sdk.ServerSession) (st *s
 	return st, func() { <-st.turn; release() }, nil
 }
 
+// evictableLocked returns the session state idle the longest, if it has been idle for EvictIdleAfter and no call
+// of it waits or runs. s.mu is held.
+func (s *SandboxServer) evictableLocked(now time.Time) (*sdk.ServerSession, *sessionState) {
+	if s.cfg.EvictIdleAfter < 0 {
+		return nil, nil
+	}
+	var key *sdk.ServerSession
+	var victim *sessionState
+	for ss, st := range s.sessions {
+		if st.busy == 0 && now.Sub(st.last) >= s.cfg.EvictIdleAfter && (victim == nil || st.last.Before(victim.last)) {
+			key, victim = ss, st
+		}
+	}
+	return key, victim
+}
+
 // dropIdle ends a session's state after IdleTimeout without calls (the timer fired; a call may have begun since).
 func (s *SandboxServer) dropIdle(ss *sdk.ServerSession, st *sessionState) {
 	s.mu.Lock()
-	busy := st.busy > 0
-	s.mu.Unlock()
-	if !busy {
-		s.drop(ss, st)
-	}
-}
-
-// drop ends a session's state (its MCP session closed, or it idled out).
-func (s *SandboxServer) drop(ss *sdk.ServerSession, st *sessionState) {
-	s.mu.Lock()
-	if s.sessions[ss] != st {
+	if st.busy > 0 || s.sessions[ss] != st {
 		s.mu.Unlock()
 		return
 	}
 	delete(s.sessions, ss)
 	s.mu.Unlock()
 	_ = st.close(context.Background())
+}
+
+// forget ends what the server keeps of an MCP session that ended.
+func (s *SandboxServer) forget(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	st := s.sessions[ss]
+	delete(s.sessions, ss)
+	delete(s.seen, ss)
+	delete(s.watched, ss)
+	s.mu.Unlock()
+	if st != nil {
+		_ = st.close(context.Background())
+	}
+}
+
+// touch records activity of an MCP session (it began, or it called a tool).
+func (s *SandboxServer) touch(ss *sdk.ServerSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed || ss == nil {
+		return
+	}
+	s.seen[ss] = time.Now()
+	if !s.watched[ss] {
+		s.watched[ss] = true
+		go func() { _ = ss.Wait(); s.forget(ss) }()
+	}
+}
+
+// makeRoomForSession makes room for one more MCP session when MaxMCPSessions are connected: it closes the one
+// seen least recently among those without state (a session that never called a tool is the first to go), else
+// the state idle the longest past EvictIdleAfter. It reports whether there is room.
+func (s *SandboxServer) makeRoomForSession() bool {
+	s.mu.Lock()
+	n := 0
+	var victim *sdk.ServerSession
+	var victimSeen time.Time
+	for ss := range s.srv.Sessions() {
+		n++
+		if s.sessions[ss] != nil {
+			continue
+		}
+		if seen := s.seen[ss]; victim == nil || seen.Before(victimSeen) {
+			victim, victimSeen = ss, seen
+		}
+	}
+	if n < s.cfg.MaxMCPSessions {
+		s.mu.Unlock()
+		return true
+	}
+	var evicted *sessionState
+	if victim == nil {
+		victim, evicted = s.evictableLocked(time.Now())
+		if evicted == nil {
+			s.mu.Unlock()
+			return false
+		}
+		delete(s.sessions, victim)
+		evicted.timer.Stop()
+	}
+	delete(s.seen, victim)
+	s.mu.Unlock()
+	if evicted != nil {
+		_ = evicted.close(context.Background())
+	}
+	_ = victim.Close()
+	return true
 }
 
 // CodeIn is the input of run_python and python_exec.
@@ -252,7 +444,7 @@ func runOut(res *wasmbox.Result, err error) RunOut {
 }
 
 func (s *SandboxServer) runPython(ctx context.Context, req *sdk.CallToolRequest, in CodeIn) (*sdk.CallToolResult, RunOut, error) {
-	st, done, err := s.state(ctx, req.Session)
+	st, done, err := s.state(ctx, req.Session, int64(len(in.Code)))
 	if err != nil {
 		return nil, RunOut{}, err
 	}
@@ -265,7 +457,7 @@ func (s *SandboxServer) runPython(ctx context.Context, req *sdk.CallToolRequest,
 }
 
 func (s *SandboxServer) pythonExec(ctx context.Context, req *sdk.CallToolRequest, in CodeIn) (*sdk.CallToolResult, RunOut, error) {
-	st, done, err := s.state(ctx, req.Session)
+	st, done, err := s.state(ctx, req.Session, int64(len(in.Code)))
 	if err != nil {
 		return nil, RunOut{}, err
 	}
@@ -305,7 +497,7 @@ type FileOut struct {
 }
 
 func (s *SandboxServer) readFile(ctx context.Context, req *sdk.CallToolRequest, in PathIn) (*sdk.CallToolResult, FileOut, error) {
-	st, done, err := s.state(ctx, req.Session)
+	st, done, err := s.state(ctx, req.Session, int64(len(in.Path)))
 	if err != nil {
 		return nil, FileOut{}, err
 	}
@@ -357,7 +549,7 @@ func (s *SandboxServer) writeFile(ctx context.Context, req *sdk.CallToolRequest,
 	if len(in.Content) > s.cfg.MaxFileBytes {
 		return nil, WriteOut{}, fmt.Errorf("mcp: content of %d bytes; write_file takes at most %d", len(in.Content), s.cfg.MaxFileBytes)
 	}
-	st, done, err := s.state(ctx, req.Session)
+	st, done, err := s.state(ctx, req.Session, int64(len(in.Path) + len(in.Content)))
 	if err != nil {
 		return nil, WriteOut{}, err
 	}
@@ -383,7 +575,7 @@ type FileEntry struct {
 }
 
 func (s *SandboxServer) listFiles(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, ListOut, error) {
-	st, done, err := s.state(ctx, req.Session)
+	st, done, err := s.state(ctx, req.Session, 0)
 	if err != nil {
 		return nil, ListOut{}, err
 	}

@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/mcp"
@@ -208,6 +207,10 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: sizes["memory"], StdoutLimit: int(sizes["output-limit"]),
 		StderrLimit: int(sizes["output-limit"]), WorkspaceBytes: sizes["workspace-size"]}
+	if err := cacheFromEnv(&cfg); err != nil {
+		return usage(err.Error())
+	}
+	cfg.OnCompile = compileProgress(stderr, cfg.CacheDir)
 	sb, err := wasmbox.New(ctx, cfg)
 	if err != nil {
 		fmt.Fprintln(stderr, err)
@@ -221,8 +224,7 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		MaxFileBytes: int(sizes["max-file-size"]), WorkspaceBytes: sizes["workspace-size"], AllowedOrigins: origins})
 	defer srv.Close(context.WithoutCancel(ctx))
 	if *httpAddr == "" {
-		t := &sdk.IOTransport{Reader: io.NopCloser(stdin), Writer: nopWriteCloser{stdout}}
-		if err := srv.MCPServer().Run(ctx, t); err != nil && ctx.Err() == nil && !errors.Is(err, io.EOF) {
+		if err := srv.ServeStdio(ctx, stdin, stdout); err != nil && ctx.Err() == nil {
 			fmt.Fprintln(stderr, "wasmbox mcp:", err)
 			return exitFailure
 		}
@@ -262,6 +264,3 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 }
 
-type nopWriteCloser struct{ io.Writer }
-
-func (nopWriteCloser) Close() error { return nil }

@@ -220,3 +220,18 @@ func TestInspectorCallsRunPython(t *testing.T) {
 		t.Errorf("inspector got %+v", res.StructuredContent)
 	}
 }
+
+// TestMCPHonoursCacheEnvironment: `wasmbox mcp` used to ignore WASMBOX_CACHE_DIR, WASMBOX_CACHE_MAX and
+// WASMBOX_PRECOMPILED, so the documented serverless set-up did not apply to it.
+func TestMCPHonoursCacheEnvironment(t *testing.T) {
+	t.Setenv("WASMBOX_CACHE_MAX", "lots")
+	if code, _, errOut := cli(t, "", "mcp"); code != exitUsage || !strings.Contains(errOut, "WASMBOX_CACHE_MAX") {
+		t.Fatalf("WASMBOX_CACHE_MAX=lots: %d %s", code, errOut)
+	}
+	t.Setenv("WASMBOX_CACHE_MAX", "")
+	missing := filepath.Join(t.TempDir(), "no-such-dir")
+	t.Setenv("WASMBOX_PRECOMPILED", missing)
+	if code, _, errOut := cli(t, "", "mcp"); code == 0 || !strings.Contains(errOut, "no-such-dir") {
+		t.Fatalf("WASMBOX_PRECOMPILED=%s: %d %s", missing, code, errOut)
+	}
+}
