@@ -549,7 +549,7 @@ func (s *SandboxServer) writeFile(ctx context.Context, req *sdk.CallToolRequest,
 	if len(in.Content) > s.cfg.MaxFileBytes {
 		return nil, WriteOut{}, fmt.Errorf("mcp: content of %d bytes; write_file takes at most %d", len(in.Content), s.cfg.MaxFileBytes)
 	}
-	st, done, err := s.state(ctx, req.Session, int64(len(in.Path) + len(in.Content)))
+	st, done, err := s.state(ctx, req.Session, int64(len(in.Path)+len(in.Content)))
 	if err != nil {
 		return nil, WriteOut{}, err
 	}

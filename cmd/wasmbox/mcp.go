@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/mcp"
 	"github.com/wasmbox/wasmbox/wasmbox"
@@ -263,4 +262,3 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return exitFailure
 	}
 }
-
