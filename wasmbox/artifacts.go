@@ -161,7 +161,7 @@ func exeRecordPath(dir string) (string, exeRecord) {
 func loadAssets(dir string) (*assets.Verified, error) {
 	path, rec := exeRecordPath(dir)
 	if path != "" {
-		if b, err := os.ReadFile(path); err == nil {
+		if b, err := engine.ReadSmallFile(path, maxRecordBytes); err == nil {
 			var got exeRecord
 			if json.Unmarshal(b, &got) == nil && got == rec {
 				touch(path)
@@ -177,6 +177,14 @@ func loadAssets(dir string) (*assets.Verified, error) {
 	return v, err
 }
 
+// maxRecordBytes bounds a small cache record (the executable's record, an artifact manifest, a module id, a
+// snapshot's stack pointer); maxManifestBytes a precompiled directory's manifest. A record past its bound, or
+// one that is not a regular file, is treated as missing: rebuilt, never read on.
+const (
+	maxRecordBytes   = 64 << 10
+	maxManifestBytes = 4 << 20
+)
+
 func artifactPaths(dir, gz string) (wasm, manifest string) {
 	return filepath.Join(dir, gz+".wasm"), filepath.Join(dir, gz+".json")
 }
@@ -187,7 +195,7 @@ func readArtifact(dir, gz string) (*artifactManifest, bool) {
 		return nil, false
 	}
 	wp, mp := artifactPaths(dir, gz)
-	b, err := os.ReadFile(mp)
+	b, err := engine.ReadSmallFile(mp, maxRecordBytes)
 	if err != nil {
 		return nil, false
 	}
@@ -209,7 +217,7 @@ func readArtifact(dir, gz string) (*artifactManifest, bool) {
 func artifactWasm(dir string, m *artifactManifest, v *assets.Verified) ([]byte, error) {
 	wp, _ := artifactPaths(dir, m.GzSHA256)
 	if dir == "" || m.Format == "" { // no verified entry: nothing to read
-	} else if f, err := os.Open(wp); err == nil {
+	} else if f, err := engine.OpenRead(wp); err == nil {
 		defer f.Close()
 		if fi, err := f.Stat(); err == nil && identityOf(fi) == m.File {
 			b := make([]byte, fi.Size())

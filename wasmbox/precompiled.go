@@ -87,7 +87,7 @@ func openPrecompiledOnce(dir, engineName string) (*precompiledDir, error) {
 // sizes of its files.
 func openPrecompiled(dir, engineName string) (*precompiledDir, error) {
 	p := &precompiledDir{dir: dir, ok: map[string]bool{}}
-	b, err := os.ReadFile(filepath.Join(dir, precompiledManifest))
+	b, err := engine.ReadSmallFile(filepath.Join(dir, precompiledManifest), maxManifestBytes)
 	if err != nil {
 		return nil, p.refuse("%v (make it with wasmbox precompile)", err)
 	}

@@ -111,7 +111,7 @@ func (s *Sandbox) loadSnapshot(ctx context.Context, key string) (*snapshot, erro
 	if spPath == "" {
 		return nil, os.ErrNotExist
 	}
-	spText, err := os.ReadFile(spPath)
+	spText, err := engine.ReadSmallFile(spPath, maxRecordBytes)
 	if err != nil {
 		return nil, err
 	}

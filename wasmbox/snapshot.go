@@ -135,7 +135,7 @@ func (it *interp) snapshotWasm(sp uint64) (*snapModuleBytes, error) {
 		if err == nil {
 			sm := &snapModuleBytes{wasm: m.Bytes, close: func() { _ = m.Close() }}
 			if p, err := it.precompiled.file("snapshots/" + snapshotModuleID(name)); err == nil {
-				if b, err := os.ReadFile(p); err == nil {
+				if b, err := engine.ReadSmallFile(p, maxRecordBytes); err == nil {
 					sm.id, _ = parseModuleID(b)
 				}
 			} else if !errors.Is(err, fs.ErrNotExist) {
@@ -153,7 +153,7 @@ func (it *interp) snapshotWasm(sp uint64) (*snapModuleBytes, error) {
 		if m, err := engine.MapFile(path); err == nil {
 			touch(path)
 			sm := &snapModuleBytes{wasm: m.Bytes, close: func() { _ = m.Close() }, cachePath: path}
-			if b, err := os.ReadFile(filepath.Join(it.cacheDir, "snapshots", snapshotModuleID(name))); err == nil {
+			if b, err := engine.ReadSmallFile(filepath.Join(it.cacheDir, "snapshots", snapshotModuleID(name)), maxRecordBytes); err == nil {
 				sm.id, _ = parseModuleID(b)
 			}
 			if sm.id == nil { // saved by an older wasmbox: name its code once, for the next process

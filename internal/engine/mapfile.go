@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 )
@@ -20,7 +22,7 @@ type MappedFile struct {
 
 // MapFile maps path read-only, or reads it where mapping is not available. An empty file gives empty Bytes.
 func MapFile(path string) (*MappedFile, error) {
-	f, err := os.Open(path)
+	f, err := OpenRead(path)
 	if err != nil {
 		return nil, err
 	}
@@ -30,7 +32,7 @@ func MapFile(path string) (*MappedFile, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("engine: %s is not a regular file", path)
+		return nil, fmt.Errorf("%w: %s", ErrNotRegular, path)
 	}
 	if fi.Size() == 0 {
 		return &MappedFile{}, nil
@@ -39,6 +41,38 @@ func MapFile(path string) (*MappedFile, error) {
 		return nil, fmt.Errorf("engine: %s is too large to map (%d bytes)", path, fi.Size())
 	}
 	return mapFile(f, int(fi.Size()))
+}
+
+// ErrNotRegular: a cache or precompiled file is not a regular file (a FIFO, a device, a directory).
+var ErrNotRegular = errors.New("engine: not a regular file")
+
+// ReadSmallFile reads a small record file (a manifest, an id) of at most max bytes. It refuses, without
+// blocking or reading on, anything else: a file that is not regular (a FIFO, /dev/zero behind a symlink), or
+// one larger than max. Callers treat a refusal like a missing file and rebuild the record.
+func ReadSmallFile(path string, max int64) ([]byte, error) {
+	f, err := OpenRead(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s (%v)", ErrNotRegular, path, fi.Mode().Type())
+	}
+	if fi.Size() > max {
+		return nil, fmt.Errorf("engine: %s has %d bytes, a record has at most %d", path, fi.Size(), max)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(b)) > max { // it grew while read
+		return nil, fmt.Errorf("engine: %s grew past %d bytes while read", path, max)
+	}
+	return b, nil
 }
 
 // Close unmaps the file (a read copy is left to the garbage collector).

@@ -15,3 +15,9 @@ func mapFile(f *os.File, size int) (*MappedFile, error) {
 	}
 	return &MappedFile{Bytes: b, unmap: func() error { return unix.Munmap(b) }}, nil
 }
+
+// OpenRead opens path for reading without blocking on a FIFO or device that has no writer (O_NONBLOCK has no
+// effect on reads of a regular file).
+func OpenRead(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|unix.O_NONBLOCK, 0)
+}

@@ -180,14 +180,14 @@ func (c *cowImage) Size() uint64 { return c.size }
 // newImageFromFile maps a saved image: the page cache backs it, so processes that start from the same file
 // share its pages.
 func newImageFromFile(path string) (Image, error) {
-	f, err := os.Open(path)
+	f, err := OpenRead(path)
 	if err != nil {
 		return nil, err
 	}
 	fi, err := f.Stat()
-	if err != nil || fi.Size() == 0 {
+	if err != nil || fi.Size() == 0 || !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("engine: image %s: empty or unreadable", path)
+		return nil, fmt.Errorf("engine: image %s: empty, unreadable or not a regular file", path)
 	}
 	fd, err := unix.Dup(int(f.Fd()))
 	f.Close()
