@@ -53,7 +53,9 @@ func within(t *testing.T, d time.Duration, name string, fn func()) {
 func TestHostileCacheRecords(t *testing.T) {
 	saved := executableIdentity
 	defer func() { executableIdentity = saved }()
-	executableIdentity = func() (fileIdentity, bool) { return fileIdentity{Dev: 1, Ino: 7, Size: 1, MtimeNs: 1, CtimeNs: 1}, true }
+	executableIdentity = func() (fileIdentity, bool) {
+		return fileIdentity{Dev: 1, Ino: 7, Size: 1, MtimeNs: 1, CtimeNs: 1}, true
+	}
 	v, err := assets.LoadVerified()
 	if err != nil {
 		t.Fatal(err)
