@@ -15,6 +15,7 @@ import (
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/starttrace"
+	"github.com/wasmbox/wasmbox/internal/termsafe"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -41,7 +42,7 @@ func cliExitCode(program int) (int, bool) {
 const usageText = `usage:
   wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
               [--workspace DIR] [--writeback [--writeback-allow-hidden PATH]... [--writeback-only PATH]...
-              [--writeback-exec] [--writeback-delete]] [--audit LOG] [--json]
+              [--writeback-exec] [--writeback-delete] [--writeback-on-error]] [--audit LOG] [--json]
               [--mcp 'CMD ARGS' | --mcp URL]... [--mcp-env NAME[=VALUE]]... [--mcp-connect-timeout D]
               [--approve allow|deny|ask] [--policy FILE] (FILE | -c CODE | -)
   wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--output-limit SIZE] [--workspace-size SIZE]
@@ -131,6 +132,8 @@ type jsonResult struct {
 	FilesChangedTotal int            `json:"files_changed_total"`
 	WrittenBack       bool           `json:"written_back"`
 	WriteBack         *jsonWriteBack `json:"writeback,omitempty"`
+	// WriteBackError says why --writeback failed (the run itself is described by the other fields).
+	WriteBackError string `json:"writeback_error,omitempty"`
 	RunID             string         `json:"run_id,omitempty"`
 	// AuditHead and AuditRecords anchor the --audit log after the run: keep them, and
 	// `wasmbox audit verify --head H --count N LOG` later proves that nothing was cut from its end.
@@ -181,7 +184,8 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	env := envFlag{}
 	fs.Var(env, "env", "KEY=VALUE passed to the guest (repeatable); nothing else of the host's environment is")
 	wsDir := fs.String("workspace", "", "copy DIR into the workspace before the run")
-	writeback := fs.Bool("writeback", false, "write changed files back to --workspace DIR after a run that ended normally (hidden paths refused)")
+	writeback := fs.Bool("writeback", false, "write changed files back to --workspace DIR after a run that ended normally: exit status 0, no uncaught exception (hidden paths refused)")
+	wbOnError := fs.Bool("writeback-on-error", false, "with --writeback, write back also after an uncaught exception or a non-zero exit (never after a timeout, the memory limit or a failure of wasmbox)")
 	var wbOpts wasmbox.WriteBackOptions
 	fs.Func("writeback-allow-hidden", "let --writeback write this hidden PATH (e.g. .github); repeatable; never .git for untrusted code", func(v string) error {
 		wbOpts.AllowHidden = append(wbOpts.AllowHidden, v)
@@ -237,7 +241,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if *writeback && *wsDir == "" {
 		return usage("--writeback needs --workspace DIR")
 	}
-	if !*writeback && (len(wbOpts.AllowHidden) > 0 || len(wbOpts.Only) > 0 || wbOpts.Executable || wbOpts.Delete) {
+	if !*writeback && (len(wbOpts.AllowHidden) > 0 || len(wbOpts.Only) > 0 || wbOpts.Executable || wbOpts.Delete || *wbOnError) {
 		return usage("--writeback-* options need --writeback")
 	}
 	mem, err := parseSize(*memory)
@@ -325,24 +329,33 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return fail(runErr)
 	}
 	// Write back only a program that ran to its end: after a timeout, the memory limit or a failure of wasmbox
-	// the workspace is whatever the program had reached, and is not copied out.
+	// the workspace is whatever the program had reached, and is not copied out. After an uncaught exception or
+	// a non-zero exit it is copied out only with --writeback-on-error.
 	wroteBack := false
 	var wbReport *wasmbox.WriteBackReport
-	if *writeback && runErr == nil {
+	var wbErr error
+	failed := res.Exception != nil || res.ExitCode != 0
+	if *writeback && runErr == nil && (!failed || *wbOnError) {
 		rep, err := ws.WriteBackWith(ctx, *wsDir, wbOpts)
 		if err != nil && !errors.Is(err, wasmbox.ErrWriteBackRefused) {
-			return fail(err)
+			wbErr = err // the run is still reported, with this error
+		} else {
+			wroteBack = true
 		}
-		wroteBack, wbReport = true, rep
+		wbReport = rep
 	}
 	if wbReport != nil && (len(wbReport.Refused) > 0 || len(wbReport.NotDeleted) > 0) {
-		// Said on stderr in both modes: in --json, stdout carries only the object (which lists them too).
+		// Said on stderr in both modes: in --json, stdout carries only the object (which lists them too). The
+		// paths and reasons are the program's choice: escaped, so that they cannot drive the terminal.
 		for _, r := range wbReport.Refused {
-			fmt.Fprintf(stderr, "wasmbox: writeback refused %s: %s\n", r.Path, r.Reason)
+			fmt.Fprintf(stderr, "wasmbox: writeback refused %s: %s\n", termsafe.Clean(r.Path), termsafe.Clean(r.Reason))
 		}
 		if n := len(wbReport.NotDeleted); n > 0 {
-			fmt.Fprintf(stderr, "wasmbox: writeback left %d deleted path(s) on the host (see --writeback-delete): %s\n", n, strings.Join(wbReport.NotDeleted, ", "))
+			fmt.Fprintf(stderr, "wasmbox: writeback left %d deleted path(s) on the host (see --writeback-delete): %s\n", n, termsafe.Clean(strings.Join(wbReport.NotDeleted, ", ")))
 		}
+	}
+	if wbErr != nil {
+		fmt.Fprintf(stderr, "wasmbox: writeback failed: %s\n", termsafe.Clean(wbErr.Error()))
 	}
 	exit, remapped := cliExitCode(res.ExitCode)
 	var je *jsonError
@@ -367,6 +380,9 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		je.Type, je.Message, je.Traceback = res.Exception.Type, res.Exception.Message, res.Exception.Traceback
 	}
+	if wbErr != nil {
+		exit = exitFailure
+	}
 	var auditHead string
 	var auditRecords int64
 	if audit != nil {
@@ -377,6 +393,9 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			StderrTruncated: res.StderrTruncated, ExitCode: exit, ProgramExitCode: res.ExitCode,
 			DurationMS: float64(time.Since(start).Microseconds()) / 1000, Error: je,
 			FilesChanged: res.FilesChanged, FilesChangedTotal: res.FilesChangedTotal, WrittenBack: wroteBack, WriteBack: writeBackJSON(wbReport), RunID: res.RunID, ToolCalls: res.ToolCalls}
+		if wbErr != nil {
+			out.WriteBackError = wbErr.Error()
+		}
 		if out.ToolCalls == nil {
 			out.ToolCalls = []hostfuncs.ToolCall{}
 		}
@@ -396,10 +415,14 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 	}
 	if runErr != nil {
-		fmt.Fprintln(stderr, runErr)
+		fmt.Fprintln(stderr, termsafe.Clean(runErr.Error()))
 	}
-	if *writeback && !wroteBack {
+	switch {
+	case !*writeback || wroteBack || wbErr != nil:
+	case runErr != nil:
 		fmt.Fprintln(stderr, "wasmbox: workspace not written back: the program did not run to its end")
+	default:
+		fmt.Fprintln(stderr, "wasmbox: workspace not written back: the program failed (add --writeback-on-error to write it back anyway)")
 	}
 	if audit != nil {
 		fmt.Fprintf(stderr, "wasmbox: audit %s: %d records, head %s\n", *auditPath, auditRecords, auditHead)
