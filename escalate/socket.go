@@ -96,6 +96,7 @@ type runServer struct {
 	outBytes  int64 // data and path bytes counted against maxOut
 	ops       int   // file, delete and done ops, refused ones included
 	done      bool
+	closed    bool // close began: a connection accepted from now on is closed at once
 	truncated bool
 	failErr   error // why the job was ended (wraps ErrSocketLimit), if it was
 }
@@ -150,6 +151,11 @@ func (s *runServer) accept() {
 			return
 		}
 		s.mu.Lock()
+		if s.closed { // accepted while close ran: close's sweep has passed, so close it here
+			s.mu.Unlock()
+			c.Close()
+			return
+		}
 		if len(s.conns) >= maxConns {
 			s.mu.Unlock()
 			// One answer (a few bytes: it fits the socket buffer; the deadline covers a peer that never reads).
@@ -170,6 +176,7 @@ func (s *runServer) accept() {
 func (s *runServer) close() {
 	s.ln.Close()
 	s.mu.Lock()
+	s.closed = true
 	for c := range s.conns {
 		c.Close()
 	}

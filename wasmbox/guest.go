@@ -637,7 +637,7 @@ func (g *guest) execOn(ctx context.Context, runCtx *runContext, st *execState, r
 	}
 	st.abandonable, st.gaveUp = true, make(chan struct{})
 	j := &execJob{g: g, ctx: ctx, req: req, cleanup: cleanup}
-	w := g.sb.execWorkers.Start(context.Background(), j)
+	w := g.sb.execWorkers.Start(context.WithoutCancel(ctx), j) // the worker outlives ctx; its trace values stay
 	select {
 	case <-w.Done():
 		g.sb.execWorkers.Put(w)
@@ -705,7 +705,7 @@ func (j *execJob) Run() {
 	closeNow := g.closeWanted
 	g.life.Unlock()
 	if closeNow {
-		g.closeInstance(context.Background())
+		g.closeInstance(context.WithoutCancel(j.ctx))
 	}
 }
 
