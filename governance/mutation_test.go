@@ -50,3 +50,24 @@ func TestNegativeMaxDeniedCallsIsOne(t *testing.T) {
 		t.Fatalf("second call: %v, want ErrCallFlood", err)
 	}
 }
+
+// Tool names: every control byte is refused, at the edges of the ranges too (0x1f, 0x7f, C1 after other
+// non-ASCII), while their printable neighbours (space, ~) pass.
+func TestToolNameControlEdges(t *testing.T) {
+	g := mustGate(t, governance.GateConfig{Policy: governance.AllowAllPolicy{}})
+	tl := newTool()
+	for _, name := range []string{"a\x1fb", "a\x7fb", "a\x00", "é\x1fb", "é\u0085b", "\u009b2J"} {
+		_, err := g.NewRun("r").Do(context.Background(), call(name, governance.ReadOnly), tl.fn)
+		if de := asDenied(t, err); de == nil || !errors.Is(err, governance.ErrInvalidCall) {
+			t.Errorf("%q: %v, want ErrInvalidCall", name, err)
+		}
+	}
+	for _, name := range []string{"a b", "a~b", "é b"} {
+		if _, err := g.NewRun("r").Do(context.Background(), call(name, governance.ReadOnly), tl.fn); err != nil {
+			t.Errorf("%q: %v", name, err)
+		}
+	}
+	if tl.runs.Load() != 3 {
+		t.Errorf("the tool ran %d times, want 3", tl.runs.Load())
+	}
+}
