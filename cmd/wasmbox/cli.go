@@ -45,7 +45,8 @@ const usageText = `usage:
               [--writeback-exec] [--writeback-delete] [--writeback-on-error]] [--audit LOG] [--json]
               [--mcp 'CMD ARGS' | --mcp URL]... [--mcp-env NAME[=VALUE]]... [--mcp-connect-timeout D]
               [--approve allow|deny|ask] [--policy FILE] (FILE | -c CODE | -)
-  wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--output-limit SIZE] [--workspace-size SIZE]
+  wasmbox mcp [--http ADDR [--allow-remote] [--allow-origin ORIGIN]...] [--timeout D] [--memory SIZE]
+              [--output-limit SIZE] [--workspace-size SIZE]
               [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
   wasmbox version [--json]
   wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
