@@ -135,7 +135,7 @@ type jsonResult struct {
 	WriteBack         *jsonWriteBack `json:"writeback,omitempty"`
 	// WriteBackError says why --writeback failed (the run itself is described by the other fields).
 	WriteBackError string `json:"writeback_error,omitempty"`
-	RunID             string         `json:"run_id,omitempty"`
+	RunID          string `json:"run_id,omitempty"`
 	// AuditHead and AuditRecords anchor the --audit log after the run: keep them, and
 	// `wasmbox audit verify --head H --count N LOG` later proves that nothing was cut from its end.
 	AuditHead    string               `json:"audit_head,omitempty"`
