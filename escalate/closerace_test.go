@@ -62,3 +62,20 @@ func TestCloseClosesALateConnection(t *testing.T) {
 		t.Error("the late connection is still open")
 	}
 }
+
+// TestSocketAppendBytesCounted: appended chunks count against the bytes of changed files like the first one:
+// up to the limit exactly, and not a byte past it (mutation testing removed the append's charge unnoticed).
+func TestSocketAppendBytesCounted(t *testing.T) {
+	s := newRunServer(t.Context(), nil, nil, serverLimits{outBytes: 100})
+	var cur *fileState
+	if resp := send(s, &cur, map[string]any{"op": "file", "path": "a", "data": make([]byte, 40)}); !resp.OK { // 1 + 40
+		t.Fatalf("first chunk: %+v", resp.Error)
+	}
+	if resp := send(s, &cur, map[string]any{"op": "file", "path": "a", "append": true, "data": make([]byte, 59)}); !resp.OK { // 100
+		t.Fatalf("an append up to the limit: %+v", resp.Error)
+	}
+	wantErrType(t, "an append one byte past the limit", send(s, &cur, map[string]any{"op": "file", "path": "a", "append": true, "data": []byte{1}}), "LimitExceeded")
+	if s.outBytes > 101 || (cur != nil && len(cur.data) > 99) {
+		t.Errorf("kept %d bytes (counted %d) past a limit of 100", len(cur.data), s.outBytes)
+	}
+}
