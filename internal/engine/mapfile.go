@@ -22,18 +22,11 @@ type MappedFile struct {
 
 // MapFile maps path read-only, or reads it where mapping is not available. An empty file gives empty Bytes.
 func MapFile(path string) (*MappedFile, error) {
-	f, err := OpenRead(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s", ErrNotRegular, path)
-	}
 	if fi.Size() == 0 {
 		return &MappedFile{}, nil
 	}
@@ -43,6 +36,23 @@ func MapFile(path string) (*MappedFile, error) {
 	return mapFile(f, int(fi.Size()))
 }
 
+// openRegular opens path without blocking and fails with ErrNotRegular unless it is a regular file.
+func openRegular(path string) (*os.File, os.FileInfo, error) {
+	f, err := OpenRead(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%w: %s (%v)", ErrNotRegular, path, fi.Mode().Type())
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
+}
+
 // ErrNotRegular: a cache or precompiled file is not a regular file (a FIFO, a device, a directory).
 var ErrNotRegular = errors.New("engine: not a regular file")
 
@@ -50,18 +60,11 @@ var ErrNotRegular = errors.New("engine: not a regular file")
 // blocking or reading on, anything else: a file that is not regular (a FIFO, /dev/zero behind a symlink), or
 // one larger than max. Callers treat a refusal like a missing file and rebuild the record.
 func ReadSmallFile(path string, max int64) ([]byte, error) {
-	f, err := OpenRead(path)
+	f, fi, err := openRegular(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%w: %s (%v)", ErrNotRegular, path, fi.Mode().Type())
-	}
 	if fi.Size() > max {
 		return nil, fmt.Errorf("engine: %s has %d bytes, a record has at most %d", path, fi.Size(), max)
 	}
