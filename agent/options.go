@@ -121,7 +121,7 @@ func WithMaxObservation(chars int) Option {
 	}
 }
 
-// WithLogger sends the event stream to an hclog logger (model turns and answers at Info, the rest at Debug).
+// WithLogger sends the event stream to an hclog logger (governance.SlogLogger adapts a *slog.Logger) (model turns and answers at Info, the rest at Debug).
 // The default logs nothing.
 func WithLogger(l hclog.Logger) Option {
 	return func(o *options) {
