@@ -121,8 +121,8 @@ func WithMaxObservation(chars int) Option {
 	}
 }
 
-// WithLogger sends the event stream to an hclog logger (model turns and answers at Info, the rest at Debug).
-// The default logs nothing.
+// WithLogger sends the event stream to an hclog logger (model turns and answers at Info, the rest at Debug);
+// governance.SlogLogger adapts a *slog.Logger. The default logs nothing.
 func WithLogger(l hclog.Logger) Option {
 	return func(o *options) {
 		if l == nil {

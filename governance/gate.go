@@ -80,7 +80,7 @@ type GateConfig struct {
 	// audited as "abandoned", and when the tool returns, its result is discarded and a "late" record is
 	// written. Zero means DefaultToolGrace (100 ms); a negative value means no grace at all.
 	ToolGrace time.Duration
-	// Logger receives the gate's diagnostics (denials at debug level, audit failures at error level). Nil
+	// Logger (an hclog.Logger, or SlogLogger for a *slog.Logger) receives the gate's diagnostics (denials at debug level, audit failures at error level). Nil
 	// logs nothing.
 	Logger hclog.Logger
 	// Now is the clock for record times; nil means time.Now. Durations always use the monotonic clock.

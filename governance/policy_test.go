@@ -353,3 +353,18 @@ func TestPolicyIsIsolatedFromSpec(t *testing.T) {
 		t.Fatalf("Spec() = %v", got.Deny)
 	}
 }
+
+// A policy that is not JSON is reported where it breaks; one cut short says it is truncated, not that a key is
+// unknown.
+func TestPolicySyntaxErrorsNamePlace(t *testing.T) {
+	for _, tc := range []struct{ doc, want string }{
+		{`{"rules": [`, "truncated"},
+		{"{\"allow\": [\"a\"],\n \"max_tool_calls\": }", "byte 36 (line 2, column 20)"},
+		{`{"allow": ["a"]`, "truncated"},
+	} {
+		_, err := governance.ParsePolicy([]byte(tc.doc), "json")
+		if !errors.Is(err, governance.ErrInvalidPolicy) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "unknown key") {
+			t.Errorf("%q: %v, want an error saying %q", tc.doc, err, tc.want)
+		}
+	}
+}

@@ -144,6 +144,9 @@ func ParsePolicy(data []byte, format string) (*PolicySpec, error) {
 	if t := bytes.TrimSpace(data); len(t) == 0 || bytes.Equal(t, []byte("null")) {
 		return nil, fmt.Errorf("%w: empty policy document", ErrInvalidPolicy)
 	}
+	if err := jsonSyntax(data); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
+	}
 	if err := checkKeys(data, reflect.TypeFor[PolicySpec]()); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidPolicy, err)
 	}
@@ -165,6 +168,36 @@ func ParsePolicy(data []byte, format string) (*PolicySpec, error) {
 		return nil, err
 	}
 	return &spec, nil
+}
+
+// jsonSyntax reports a document that is not JSON by where it breaks (byte offset, line and column), and one
+// that ends inside a value as truncated, before its keys are looked at.
+func jsonSyntax(data []byte) error {
+	if json.Valid(data) {
+		return nil
+	}
+	var v any
+	err := json.Unmarshal(data, &v)
+	var se *json.SyntaxError
+	if !errors.As(err, &se) {
+		return fmt.Errorf("not valid JSON: %w", err)
+	}
+	if strings.Contains(se.Error(), "after top-level value") {
+		return nil // one document and then more: said below, as "data after the policy document"
+	}
+	if strings.Contains(se.Error(), "unexpected end") {
+		return fmt.Errorf("the document is truncated: it ends at byte %d inside a value", len(data))
+	}
+	at := max(min(int(se.Offset)-1, len(data)), 0) // the offending byte
+	line, col := 1, 1
+	for _, c := range data[:at] {
+		if c == '\n' {
+			line, col = line+1, 1
+		} else {
+			col++
+		}
+	}
+	return fmt.Errorf("not valid JSON at byte %d (line %d, column %d): %v", at, line, col, se)
 }
 
 func typeName(t reflect.Type) string {

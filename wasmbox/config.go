@@ -100,7 +100,8 @@ type Config struct {
 	OnCompile func(e CompileEvent)
 	// ExceptionAsError makes an uncaught Python exception also a Go error (wrapping ErrPython).
 	ExceptionAsError bool
-	// Logger receives debug and trace events. Nil means no logging.
+	// Logger receives debug and trace events. Nil means no logging. For log/slog, pass
+	// governance.SlogLogger(yourSlogLogger).
 	Logger hclog.Logger
 	// Tools are the host functions the code may call, as the Python module `tools` (import tools). Nil means
 	// none: the module then exists but is empty.

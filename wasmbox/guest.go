@@ -202,7 +202,7 @@ func (h *guestHost) Call(ctx context.Context, req []byte) ([]byte, bool) {
 		// writable file systems have modes to change; the stdlib, packages and /dev are read-only.
 		errno := sys.EROFS
 		if g := h.g; g != nil {
-			for _, f := range []*vfs.FS{g.ws.fs, g.tmp} {
+			for _, f := range []*vfs.FS{g.ws.files(), g.tmp} {
 				if f != nil && f.Dev() == r.Dev {
 					errno = f.ChmodIno(r.Ino, fs.FileMode(r.Mode)&fs.ModePerm)
 					break
@@ -419,7 +419,7 @@ func (s *Sandbox) newGuestState(ws *Workspace, packages *vfs.FS) (*guest, engine
 			{GuestPath: guestStdlib, FS: s.it.stdlib},
 			{GuestPath: guestZoneinfo, FS: s.it.zoneinfo},
 			{GuestPath: guestPackages, SysFS: packages, ReadOnly: true},
-			{GuestPath: guestWorkspace, SysFS: ws.fs},
+			{GuestPath: guestWorkspace, SysFS: ws.files()},
 			{GuestPath: guestTmp, SysFS: g.tmp},
 			{GuestPath: guestDev, SysFS: vfs.Dev()}, // /dev/null; keeps no state
 		},
@@ -756,7 +756,7 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	g.host.state = st
 	g.host.ctx.Store(&ctx)
 	g.memRefused.Store(false)
-	g.ws.fs.Mark()
+	g.ws.files().Mark()
 
 	filename := p.Filename
 	if filename == "" {

@@ -18,7 +18,8 @@
 //     reset to the snapshot, its globals and all of its host-side state made again. A Session keeps one
 //     interpreter alive for many Exec calls.
 //   - A deadline or a cancelled context stops any code, including C-level loops, within milliseconds: Python
-//     code first gets a KeyboardInterrupt (so Result has a traceback), then the instance is killed.
+//     code first gets a KeyboardInterrupt (so Result.Exception has its traceback), then the instance is killed
+//     (a program stopped inside a tool call or C code, or still running 40 ms later, has none: see Result).
 //   - docs/THREAT_MODEL.md says what is and is not a security boundary.
 //
 // # Traces and metrics

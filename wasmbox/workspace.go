@@ -3,6 +3,7 @@ package wasmbox
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/wasmbox/wasmbox/internal/vfs"
@@ -13,8 +14,21 @@ import (
 // ReadFile and WriteBack, which refuse symlinks and paths that leave the workspace.
 //
 // A Workspace may be passed to several runs one after another (Program.Workspace), but not to concurrent runs.
+// The zero value is an empty workspace with the default quotas (DefaultWorkspaceBytes, DefaultWorkspaceFiles),
+// as NewWorkspace(0, 0) returns. A Workspace must not be copied after first use.
 type Workspace struct {
-	fs *vfs.FS
+	once sync.Once
+	fs   *vfs.FS
+}
+
+// files returns the file system, creating the default one for a zero Workspace.
+func (w *Workspace) files() *vfs.FS {
+	w.once.Do(func() {
+		if w.fs == nil {
+			w.fs = vfs.New(vfs.Limits{MaxBytes: DefaultWorkspaceBytes, MaxFiles: DefaultWorkspaceFiles})
+		}
+	})
+	return w.fs
 }
 
 // FileChange is one file the program created, modified or deleted.
@@ -45,10 +59,10 @@ func newWorkspace(maxBytes int64, maxFiles int, now func() time.Time) *Workspace
 
 // WriteFile creates or replaces a file (parent directories are created). name is relative to /workspace.
 func (w *Workspace) WriteFile(name string, data []byte) error {
-	if err := w.fs.MkdirAll(parentOf(name), 0o755); err != nil {
+	if err := w.files().MkdirAll(parentOf(name), 0o755); err != nil {
 		return fmt.Errorf("wasmbox: workspace: %w", err)
 	}
-	if err := w.fs.WriteFile(name, data, 0o644); err != nil {
+	if err := w.files().WriteFile(name, data, 0o644); err != nil {
 		return fmt.Errorf("wasmbox: workspace: %w", err)
 	}
 	return nil
@@ -56,7 +70,7 @@ func (w *Workspace) WriteFile(name string, data []byte) error {
 
 // ReadFile returns the content of a file of the workspace.
 func (w *Workspace) ReadFile(name string) ([]byte, error) {
-	b, err := w.fs.ReadFile(name)
+	b, err := w.files().ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("wasmbox: workspace: %w", err)
 	}
@@ -64,11 +78,11 @@ func (w *Workspace) ReadFile(name string) ([]byte, error) {
 }
 
 // Files lists every file and directory of the workspace.
-func (w *Workspace) Files() []FileInfo { return w.fs.List() }
+func (w *Workspace) Files() []FileInfo { return w.files().List() }
 
 // CopyIn copies a host directory tree into the workspace (symlinks in it are refused; quotas apply).
 func (w *Workspace) CopyIn(ctx context.Context, hostDir string) error {
-	if err := w.fs.CopyIn(ctx, hostDir); err != nil {
+	if err := w.files().CopyIn(ctx, hostDir); err != nil {
 		return fmt.Errorf("wasmbox: workspace: %w", err)
 	}
 	return nil
@@ -118,7 +132,7 @@ func (w *Workspace) WriteBack(ctx context.Context, hostDir string) error {
 // access. Deletions run first (deepest first), then writes (parents first). It stops at the first I/O error,
 // returning what it did until then; refusals do not stop it (the error then wraps ErrWriteBackRefused).
 func (w *Workspace) WriteBackWith(ctx context.Context, hostDir string, opts WriteBackOptions) (*WriteBackReport, error) {
-	rep, err := w.fs.WriteBack(ctx, hostDir, opts)
+	rep, err := w.files().WriteBack(ctx, hostDir, opts)
 	if err != nil {
 		return rep, fmt.Errorf("wasmbox: workspace: %w", err)
 	}
@@ -126,7 +140,7 @@ func (w *Workspace) WriteBackWith(ctx context.Context, hostDir string, opts Writ
 }
 
 // Usage reports the bytes and files in use.
-func (w *Workspace) Usage() (bytes int64, files int) { return w.fs.Usage() }
+func (w *Workspace) Usage() (bytes int64, files int) { return w.files().Usage() }
 
 // MaxFilesChanged bounds Result.FilesChanged: a program can change at most twice the workspace's file quota of
 // paths, each up to 4096 bytes, and the list is kept in every Result. Changes past the bound are counted, not
@@ -136,7 +150,7 @@ const MaxFilesChanged = 1000
 // changesN lists the first max changes (in workspace walk order: parents first, names sorted) and counts them
 // all; only the listed ones cost a path.
 func (w *Workspace) changesN(max int) ([]FileChange, int) {
-	cs, total := w.fs.ChangesN(max)
+	cs, total := w.files().ChangesN(max)
 	var out []FileChange
 	for _, c := range cs {
 		out = append(out, FileChange{Path: c.Path, Kind: c.Kind.String(), Size: c.Size, IsDir: c.IsDir})
@@ -147,7 +161,7 @@ func (w *Workspace) changesN(max int) ([]FileChange, int) {
 // ChangeCount reports how many changes the workspace holds since the last run started (or since seeding), listed
 // or not in Result.FilesChanged (which keeps at most MaxFilesChanged).
 func (w *Workspace) ChangeCount() int {
-	_, total := w.fs.ChangesN(0)
+	_, total := w.files().ChangesN(0)
 	return total
 }
 

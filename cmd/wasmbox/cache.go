@@ -103,7 +103,7 @@ func precompileMain(ctx context.Context, args []string, stdout, stderr io.Writer
 	})
 	snapshotOnly := fs.Bool("snapshot-only", false, "leave out the compiled interpreter that initialises other configurations (about 45 MB less; the directory then serves this configuration only)")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintf(stderr, "wasmbox precompile: give exactly one DIR\n%s", usageText)

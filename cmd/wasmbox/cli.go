@@ -208,7 +208,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	mcpOpts.register(fs)
 	engineName := fs.String("engine", "", "WebAssembly engine: "+strings.Join(wasmbox.Engines(), " or ")+" (default wazero)")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	usage := func(msg string) int {
 		fmt.Fprintf(stderr, "wasmbox run: %s\n%s", msg, usageText)
@@ -241,6 +241,13 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if *writeback && *wsDir == "" {
 		return usage("--writeback needs --workspace DIR")
+	}
+	if *wsDir != "" {
+		if fi, err := os.Stat(*wsDir); err != nil {
+			return usage(fmt.Sprintf("--workspace %s: %v", termsafe.Clean(*wsDir), errors.Unwrap(err)))
+		} else if !fi.IsDir() {
+			return usage(fmt.Sprintf("--workspace %s: not a directory", termsafe.Clean(*wsDir)))
+		}
 	}
 	if !*writeback && (len(wbOpts.AllowHidden) > 0 || len(wbOpts.Only) > 0 || wbOpts.Executable || wbOpts.Delete || *wbOnError) {
 		return usage("--writeback-* options need --writeback")
@@ -444,7 +451,10 @@ func versionMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	fs := flag.NewFlagSet("wasmbox version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
-	if err := fs.Parse(args); err != nil || fs.NArg() != 0 {
+	if err := fs.Parse(args); err != nil {
+		return parseExit(err)
+	}
+	if fs.NArg() != 0 {
 		return exitUsage
 	}
 	cfg := wasmbox.Config{}
@@ -466,4 +476,13 @@ func versionMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	}
 	fmt.Fprintf(stdout, "wasmbox: CPython %s, ABI v%d, interpreter sha256 %s\n", info.PythonVersion, info.ABIVersion, info.InterpreterSHA256)
 	return 0
+}
+
+// parseExit is the exit code of a flag parse that failed: 0 for -h/--help (the flag package has printed the
+// subcommand's flags), 2 for a usage error.
+func parseExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	return exitUsage
 }

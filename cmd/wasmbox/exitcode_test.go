@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -31,5 +32,25 @@ func TestCLIInternalErrorIs125(t *testing.T) {
 	}
 	if code, out, _ := cli(t, "", "run", "--json", "-c", "print(1)"); code != exitFailure || !strings.Contains(out, `"kind":"internal"`) {
 		t.Errorf("json mode: exit %d, %s", code, out)
+	}
+}
+
+// TestCLIConventions: a subcommand's --help exits 0 as the top-level help does; a --workspace that is missing
+// or not a directory is a usage error (2) that names the path, not a failure of wasmbox (125).
+func TestCLIConventions(t *testing.T) {
+	for _, sub := range [][]string{{"run", "--help"}, {"mcp", "-h"}, {"version", "--help"}, {"precompile", "--help"}, {"audit", "verify", "--help"}} {
+		if code, _, _ := cli(t, "", sub...); code != 0 {
+			t.Errorf("%v: exit %d, want 0", sub, code)
+		}
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{filepath.Join(t.TempDir(), "missing"), file} {
+		code, _, errs := cli(t, "", "run", "--workspace", dir, "-c", "print(1)")
+		if code != exitUsage || !strings.Contains(errs, dir) {
+			t.Errorf("--workspace %s: exit %d, %q", dir, code, errs)
+		}
 	}
 }

@@ -184,7 +184,7 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	idle := fs.Duration("idle-timeout", mcp.DefaultIdleTimeout, "end a session after this long without a call")
 	maxFile := fs.String("max-file-size", "1MiB", "largest file read_file returns and write_file takes")
 	if err := fs.Parse(args); err != nil {
-		return exitUsage
+		return parseExit(err)
 	}
 	usage := func(msg string) int {
 		fmt.Fprintf(stderr, "wasmbox mcp: %s\n%s", msg, mcpUsage)
