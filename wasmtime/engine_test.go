@@ -133,6 +133,7 @@ func loadInterp(t testing.TB, kind string) *testInterp {
 type testHost struct {
 	exception map[string]any
 	ticks     int
+	fss       []*vfs.FS // the writable file systems whose modes chmod changes (as wasmbox's host does)
 }
 
 func (h *testHost) Call(_ context.Context, req []byte) ([]byte, bool) {
@@ -144,6 +145,24 @@ func (h *testHost) Call(_ context.Context, req []byte) ([]byte, bool) {
 	case "exception":
 		h.exception = r
 	case "unwinding":
+	case "chmod":
+		// As wasmbox's host (wasmbox/guest.go): the file by its device and inode, on a writable file system.
+		var c struct {
+			Dev, Ino uint64
+			Mode     uint32
+		}
+		if err := json.Unmarshal(req, &c); err != nil {
+			return hostfuncs.ErrorResponse("ABIError", err.Error()), true
+		}
+		for _, f := range h.fss {
+			if f.Dev() == c.Dev {
+				if errno := f.ChmodIno(c.Ino, fs.FileMode(c.Mode)&fs.ModePerm); errno != 0 {
+					return []byte(`"ENOENT"`), false
+				}
+				return []byte(`"ok"`), false
+			}
+		}
+		return []byte(`"EROFS"`), false
 	default:
 		return hostfuncs.ErrorResponse("ABIError", fmt.Sprintf("unknown op %v", r["op"])), true
 	}
@@ -197,6 +216,7 @@ func newGuestState(t testing.TB, it *testInterp, o guestOpts) (*testGuest, engin
 	if g.ws == nil {
 		g.ws = vfs.New(vfs.Limits{})
 	}
+	g.host.fss = []*vfs.FS{g.ws, g.tmp}
 	pkgs := engine.Mount{GuestPath: "/packages", FS: embed.FS{}}
 	if o.packages != nil {
 		pkgs = engine.Mount{GuestPath: "/packages", SysFS: o.packages, ReadOnly: true}

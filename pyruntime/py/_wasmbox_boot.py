@@ -139,11 +139,17 @@ def _patch_os_modes():
 
     raw_mkdir, raw_open, raw_scandir = os.mkdir, os.open, os.scandir
 
+    def apply_mode(st, m, name):
+        # Only where the file system stores modes (the host marks st_dev): elsewhere (an engine that mounts the
+        # workspace without them) the mode is ignored, as natively on a file system without permission bits.
+        if st.st_dev & _DEV_MODE_FLAG:
+            change(st, m, name)
+
     def mkdir(path, mode=0o777, *, dir_fd=None):
         raw_mkdir(path, mode, dir_fd=dir_fd)
         m = mode & 0o777 & ~_UMASK
         if m != 0o755:
-            change(raw_stat(path, dir_fd=dir_fd), m, path)
+            apply_mode(raw_stat(path, dir_fd=dir_fd), m, path)
 
     def open(path, flags, mode=0o777, *, dir_fd=None):
         m = mode & 0o777 & ~_UMASK
@@ -160,7 +166,7 @@ def _patch_os_modes():
         fd = raw_open(path, flags, mode, dir_fd=dir_fd)
         if created:
             try:
-                change(raw_fstat(fd), m, path)
+                apply_mode(raw_fstat(fd), m, path)
             except BaseException:
                 os.close(fd)
                 raise
