@@ -116,7 +116,15 @@ collect_modules() {
     n=$((n + 1))
   done < <(find "$b" -name '*.cpython-*.so' | sort)
   if [ -s "$d/helper-libs.txt" ]; then
-    sort -u "$d/helper-libs.txt" | grep -v "^$" | while read -r l; do cp "$l" "$d/lib/helper-$(basename "$l")"; done
+    # meson makes its internal static libraries thin archives (members by path): copy their members, not the index
+    sort -u "$d/helper-libs.txt" | grep -v "^$" | while read -r l; do
+      local dest="$d/lib/helper-$(basename "$l")"
+      if [ "$(head -c 7 "$l")" = '!<thin>' ]; then
+        rm -f "$dest"; llvm-ar-19 rcsD "$dest" $(llvm-ar-19 t "$l")
+      else
+        cp "$l" "$dest"
+      fi
+    done
   fi
   echo "$n"
 }
