@@ -61,7 +61,7 @@ fi
 
 # --- inputs (fetched and checked before the long base build, so a missing input fails at once) ---------------
 parts=""
-for p in $pkgs; do case "$p" in numpy) parts="$parts tools";; pandas) parts="$parts tools numpydev pandas";; esac; done
+for p in $pkgs; do case "$p" in numpy) parts="$parts tools";; pandas) parts="$parts tools numpydev pandas pydeps";; esac; done
 if [ -n "$parts" ]; then
   "$here/fetch.sh" "$dl" $parts
   for part in $parts; do
@@ -69,6 +69,7 @@ if [ -n "$parts" ]; then
       tools) files="$MESON_DEB $CYTHON_DEB $MESONPY_DEB";;
       pandas) files="$PANDAS_ORIG";;
       numpydev) files="$NUMPYDEV_DEB $NUMPYBIN_DEB";;
+      pydeps) files="$DATEUTIL_DEB $SIX_DEB $PYTZ_DEB";;
     esac
     for f in $files; do
       (cd "$dl" && grep "  $f\$" "$here/inputs.sha256" | sha256sum -c --quiet -) || die "checksum mismatch or no pin: $f"
@@ -161,8 +162,11 @@ build_pandas() {
   rm -rf "$s" "$b"; mkdir -p "$s"; tar -C "$s" --strip-components=1 -xf "$dl/$PANDAS_ORIG"
   # Debian's repack drops versioneer; pandas' meson.build then takes the version from _version_meson.py.
   printf '__version__="%s"\n__git_version__=""\n' "$PANDAS_VERSION" > "$s/_version_meson.py"
-  meson_cross_file "$work/cross-wasm32.ini"; meson_native_file "$work/native.ini"
-  (cd "$s" && meson_env "$tbin/meson" setup --cross-file "$work/cross-wasm32.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
+  # pandas vendors three functions of numpy's datetime code under numpy's own names: one static link has both,
+  # so pandas' copies are renamed in every pandas compile unit (C and Cython-generated alike).
+  meson_cross_file "$work/cross-wasm32-pandas.ini" -Dis_leapyear=pandas_is_leapyear \
+    -Dadd_minutes_to_datetimestruct=pandas_add_minutes_to_datetimestruct -Dget_datetimestruct_days=pandas_get_datetimestruct_days; meson_native_file "$work/native.ini"
+  (cd "$s" && meson_env "$tbin/meson" setup --cross-file "$work/cross-wasm32-pandas.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
      "$b" >"$work/pandas-setup.log" 2>&1) || { tail -30 "$work/pandas-setup.log" >&2; die "pandas: meson setup failed"; }
   fi
   # khash_python.h defines its allocator functions non-static in a header that several modules include: harmless
@@ -176,7 +180,23 @@ build_pandas() {
   local n; n=$(collect_modules "$b" "$d"); log "pandas: $n extension modules"
   (cd "$s" && find pandas -name '*.py' -not -path '*/tests/*' | while read -r f; do mkdir -p "$d/py/$(dirname "$f")"; cp "$f" "$d/py/$f"; done)
   cp "$s/_version_meson.py" "$d/py/pandas/"
+  # top-level imports of modules the sandbox lacks (ctypes, mmap) made lazy or optional
+  "$native/python" -E -s "$here/pandas-nofeatures.py" "$d/py" || die "pandas: the import rewrites no longer apply"
   echo "$PANDAS_VERSION (numpy headers: python3-numpy-dev $NUMPYDEV_DEB_VERSION)" > "$d/VERSION"
+}
+
+# --- package: pydeps (pandas' pure-Python dependencies: dateutil, six, pytz) ------------------------------
+build_pydeps() {
+  local d="$pkgroot/pydeps" x="$work/pydeps-x"
+  rm -rf "$x"; mkdir -p "$x" "$d/py"
+  for deb in "$DATEUTIL_DEB" "$SIX_DEB" "$PYTZ_DEB"; do dpkg -x "$dl/$deb" "$x"; done
+  local sp="$x/usr/lib/python3/dist-packages"
+  cp -a "$sp/dateutil" "$sp/six.py" "$d/py/"
+  # Debian's pytz reads /usr/share/zoneinfo (the sandbox's tzdata); its nested pytz/pytz copy is not needed
+  mkdir -p "$d/py/pytz"; cp -a "$sp"/pytz/*.py "$d/py/pytz/"
+  find "$d/py" -name '__pycache__' -prune -exec rm -rf {} +
+  : > "$d/modules.txt"; mkdir -p "$d/lib"
+  echo "dateutil $DATEUTIL_DEB_VERSION, six $SIX_DEB_VERSION, pytz $PYTZ_DEB_VERSION" > "$d/VERSION"
 }
 
 # --- package: numpy -----------------------------------------------------------------------------------------
@@ -210,7 +230,9 @@ build_numpy() {
   echo "$NUMPY_VERSION ($NUMPY_SRC)" > "$d/VERSION"
 }
 
-for p in $pkgs; do log "package $p"; "build_$p"; done
+steps=$pkgs
+[[ " $pkgs " == *" pandas "* ]] && steps="$steps pydeps"
+for p in $steps; do log "package $p"; "build_$p"; done
 
 # --- link: inittab entries for every dotted module, then the reactor link -------------------------------------
 log "link"
@@ -291,7 +313,7 @@ t1=$(date +%s)
 {
   echo "sci interpreter (pyruntime/sci/build.sh)"
   echo "packages: $with"
-  for p in $pkgs; do echo "  $p $(cat "$pkgroot/$p/VERSION")"; done
+  for p in $steps; do echo "  $p $(cat "$pkgroot/$p/VERSION")"; done
   echo "builtin modules added: $(echo "$mods" | awk '{print $1}' | tr '\n' ' ')"
   echo "python.wasm: $(stat -c %s "$out/python.wasm") bytes (gzip -9: $(stat -c %s "$out/python.wasm.gz"))"
   echo "stdlib.zip: $(stat -c %s "$out/stdlib.zip") bytes"
