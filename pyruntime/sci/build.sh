@@ -3,10 +3,12 @@
 # packages linked in statically as builtin modules (WASI preview 1 has no dlopen), their Python files in the stdlib
 # zip, and the same reactor, loop-counter instrumentation and import check as the base build.
 #
-#   pyruntime/sci/build.sh [--with PKGS] [--out DIR] [--work DIR] [--reuse-base] [--no-install]
+#   pyruntime/sci/build.sh [--with PKGS] [--sources DIR] [--out DIR] [--work DIR] [--reuse-base] [--no-install]
 #
 # --with        comma-separated packages: numpy (the default), selftest (the probe package in selftest/, which
 #               proves the route without numpy: dotted builtins, C++ with libc++, a C loop stopped by the deadline)
+# --sources     a directory holding inputs the package archive does not serve (numpy's source, NUMPY_SRC in
+#               versions.env); each is checked against inputs.sha256
 # --out         where the artifacts go (default: build/sci of this repository; gitignored)
 # --work        build directory (default: $XDG_CACHE_HOME/wasmbox-build/sci)
 # --reuse-base  skip the base build when <work>/base already holds one (saves ~8 min)
@@ -26,11 +28,12 @@ repo=$(cd "$here/../.." && pwd)
 . "$here/versions.env"
 export SOURCE_DATE_EPOCH LC_ALL=C TZ=UTC
 
-with=numpy; out="$repo/build/sci"; work=""; reuse=0; install=1
+with=numpy; out="$repo/build/sci"; work=""; reuse=0; install=1; sources=
 while [ $# -gt 0 ]; do
   case "$1" in
     --with) with=$2; shift 2;;
     --out) out=$2; shift 2;;
+    --sources) sources=$2; shift 2;;
     --work) work=$2; shift 2;;
     --reuse-base) reuse=1; shift;;
     --no-install) install=0; shift;;
@@ -58,20 +61,31 @@ fi
 
 # --- inputs (fetched and checked before the long base build, so a missing input fails at once) ---------------
 parts=""
-for p in $pkgs; do case "$p" in numpy) parts="$parts tools numpy";; pandas) parts="$parts tools numpydev pandas";; esac; done
+for p in $pkgs; do case "$p" in numpy) parts="$parts tools";; pandas) parts="$parts tools numpydev pandas pydeps";; esac; done
 if [ -n "$parts" ]; then
   "$here/fetch.sh" "$dl" $parts
   for part in $parts; do
     case "$part" in
       tools) files="$MESON_DEB $CYTHON_DEB $MESONPY_DEB";;
-      numpy) files="$NUMPY_ORIG";;
       pandas) files="$PANDAS_ORIG";;
       numpydev) files="$NUMPYDEV_DEB $NUMPYBIN_DEB";;
+      pydeps) files="$DATEUTIL_DEB $SIX_DEB $PYTZ_DEB";;
     esac
     for f in $files; do
       (cd "$dl" && grep "  $f\$" "$here/inputs.sha256" | sha256sum -c --quiet -) || die "checksum mismatch or no pin: $f"
     done
   done
+fi
+
+# numpy's source: not served by the archive these machines reach; taken from --sources (or the downloads dir).
+numpy_src=""
+if [[ " $pkgs " == *" numpy "* ]]; then
+  for d in "$sources" "$dl"; do
+    [ -n "$d" ] && [ -f "$d/$NUMPY_SRC" ] && { numpy_src="$d/$NUMPY_SRC"; break; }
+  done
+  pin=$(grep "  $NUMPY_SRC\$" "$here/inputs.sha256" | cut -d' ' -f1)
+  [ -n "$numpy_src" ] || die "numpy: put $NUMPY_SRC (sha256 $pin: $NUMPY_SRC_UPSTREAM) in a directory and pass --sources DIR"
+  echo "$pin  $numpy_src" | sha256sum -c --quiet - || die "numpy: $numpy_src does not match its pin $pin"
 fi
 
 # --- base interpreter build (its cross build tree is what the sci link reuses) --------------------------------
@@ -101,7 +115,7 @@ EXT_CFLAGS="-O3 $FEAT $MAP -D_WASI_EMULATED_SIGNAL -D_WASI_EMULATED_PROCESS_CLOC
 export AR=llvm-ar-19 RANLIB=llvm-ranlib-19
 # Headers of the wasm interpreter: the source Include/ and the cross build's pyconfig.h.
 pyinc="$work/pyinc"; rm -rf "$pyinc"; mkdir -p "$pyinc"
-cp -a "$py_src/Include/." "$pyinc/"; cp "$cross/pyconfig.h" "$pyinc/"
+cp -a "$py_src/Include/." "$pyinc/"; cp -p "$cross/pyconfig.h" "$pyinc/" # -p: the same mtimes on every run, so SCI_INCREMENTAL rebuilds only what changed
 
 pkgroot="$work/pkg"; rm -rf "$pkgroot"; mkdir -p "$pkgroot"
 
@@ -148,8 +162,11 @@ build_pandas() {
   rm -rf "$s" "$b"; mkdir -p "$s"; tar -C "$s" --strip-components=1 -xf "$dl/$PANDAS_ORIG"
   # Debian's repack drops versioneer; pandas' meson.build then takes the version from _version_meson.py.
   printf '__version__="%s"\n__git_version__=""\n' "$PANDAS_VERSION" > "$s/_version_meson.py"
-  meson_cross_file "$work/cross-wasm32.ini"; meson_native_file "$work/native.ini"
-  (cd "$s" && meson_env "$tbin/meson" setup --cross-file "$work/cross-wasm32.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
+  # pandas vendors three functions of numpy's datetime code under numpy's own names: one static link has both,
+  # so pandas' copies are renamed in every pandas compile unit (C and Cython-generated alike).
+  meson_cross_file "$work/cross-wasm32-pandas.ini" -Dis_leapyear=pandas_is_leapyear \
+    -Dadd_minutes_to_datetimestruct=pandas_add_minutes_to_datetimestruct -Dget_datetimestruct_days=pandas_get_datetimestruct_days; meson_native_file "$work/native.ini"
+  (cd "$s" && meson_env "$tbin/meson" setup --cross-file "$work/cross-wasm32-pandas.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
      "$b" >"$work/pandas-setup.log" 2>&1) || { tail -30 "$work/pandas-setup.log" >&2; die "pandas: meson setup failed"; }
   fi
   # khash_python.h defines its allocator functions non-static in a header that several modules include: harmless
@@ -163,17 +180,59 @@ build_pandas() {
   local n; n=$(collect_modules "$b" "$d"); log "pandas: $n extension modules"
   (cd "$s" && find pandas -name '*.py' -not -path '*/tests/*' | while read -r f; do mkdir -p "$d/py/$(dirname "$f")"; cp "$f" "$d/py/$f"; done)
   cp "$s/_version_meson.py" "$d/py/pandas/"
+  # top-level imports of modules the sandbox lacks (ctypes, mmap) made lazy or optional
+  "$native/python" -E -s "$here/pandas-nofeatures.py" "$d/py" || die "pandas: the import rewrites no longer apply"
   echo "$PANDAS_VERSION (numpy headers: python3-numpy-dev $NUMPYDEV_DEB_VERSION)" > "$d/VERSION"
 }
 
-# --- package: numpy -----------------------------------------------------------------------------------------
-# Not written yet: numpy's source has never been available on the machines this recipe was made on (README.md,
-# "What does not work yet", says what this step has to do). Fail plainly rather than guess.
-build_numpy() {
-  die "numpy: the numpy package step is not written yet (its source was unavailable); see pyruntime/sci/README.md"
+# --- package: pydeps (pandas' pure-Python dependencies: dateutil, six, pytz) ------------------------------
+build_pydeps() {
+  local d="$pkgroot/pydeps" x="$work/pydeps-x"
+  rm -rf "$x"; mkdir -p "$x" "$d/py"
+  for deb in "$DATEUTIL_DEB" "$SIX_DEB" "$PYTZ_DEB"; do dpkg -x "$dl/$deb" "$x"; done
+  local sp="$x/usr/lib/python3/dist-packages"
+  cp -a "$sp/dateutil" "$sp/six.py" "$d/py/"
+  # Debian's pytz reads /usr/share/zoneinfo (the sandbox's tzdata); its nested pytz/pytz copy is not needed
+  mkdir -p "$d/py/pytz"; cp -a "$sp"/pytz/*.py "$d/py/pytz/"
+  find "$d/py" -name '__pycache__' -prune -exec rm -rf {} +
+  : > "$d/modules.txt"; mkdir -p "$d/lib"
+  echo "dateutil $DATEUTIL_DEB_VERSION, six $SIX_DEB_VERSION, pytz $PYTZ_DEB_VERSION" > "$d/VERSION"
 }
 
-for p in $pkgs; do log "package $p"; "build_$p"; done
+# --- package: numpy -----------------------------------------------------------------------------------------
+# numpy's C and C++ sources through its own meson fork (vendored-meson: numpy's meson.build needs its `features`
+# module), cross-compiled like pandas: no BLAS (numpy's lapack-lite), no SIMD dispatch, no threads, none of the
+# x86-only submodules (the source tree leaves them out).
+build_numpy() {
+  local d="$pkgroot/numpy" s="$work/numpy-src" b="$work/numpy-build"
+  . "$here/meson-env.sh"
+  tools_setup
+  if [ "${SCI_INCREMENTAL:-0}" = 1 ] && [ -f "$b/build.ninja" ]; then
+    log "numpy: reusing the meson build tree $b"
+  else
+  rm -rf "$s" "$b"; mkdir -p "$s"; tar -C "$s" --strip-components=1 -xf "$numpy_src"
+  # numpy 2.2's npy_cpu.h knows wasm only as __EMSCRIPTEN__; wasm32-wasi defines __wasm__.
+  sed -i 's/^#elif defined(__EMSCRIPTEN__)$/#elif defined(__EMSCRIPTEN__) || defined(__wasm__)/' "$s/numpy/_core/include/numpy/npy_cpu.h"
+  grep -q '__wasm__' "$s/numpy/_core/include/numpy/npy_cpu.h" || die "numpy: could not patch npy_cpu.h"
+  meson_cross_file "$work/cross-wasm32.ini"; meson_native_file "$work/native.ini"
+  (cd "$s" && meson_env "$native/python" -s vendored-meson/meson/meson.py setup \
+     --cross-file "$work/cross-wasm32.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
+     -Dallow-noblas=true -Dblas=none -Dlapack=none -Ddisable-svml=true -Ddisable-intel-sort=true \
+     -Ddisable-highway=true -Ddisable-threading=true -Ddisable-optimization=true -Dcpu-baseline=none -Dcpu-dispatch=none \
+     "$b" >"$work/numpy-setup.log" 2>&1) || { tail -40 "$work/numpy-setup.log" >&2; die "numpy: meson setup failed"; }
+  fi
+  (cd "$b" && meson_env ninja -j2 >"$work/numpy-ninja.log" 2>&1) || { grep -B2 -A12 -m3 'error' "$work/numpy-ninja.log" >&2; die "numpy: build failed"; }
+  mkdir -p "$d/py"
+  local n; n=$(collect_modules "$b" "$d"); log "numpy: $n extension modules"
+  (cd "$s" && find numpy -name '*.py' -not -path '*/tests/*' | while read -r f; do mkdir -p "$d/py/$(dirname "$f")"; cp "$f" "$d/py/$f"; done)
+  # what meson generates into the package (version, build configuration)
+  (cd "$b" && find numpy -name '*.py' | while read -r f; do mkdir -p "$d/py/$(dirname "$f")"; cp "$f" "$d/py/$f"; done)
+  echo "$NUMPY_VERSION ($NUMPY_SRC)" > "$d/VERSION"
+}
+
+steps=$pkgs
+[[ " $pkgs " == *" pandas "* ]] && steps="$steps pydeps"
+for p in $steps; do log "package $p"; "build_$p"; done
 
 # --- link: inittab entries for every dotted module, then the reactor link -------------------------------------
 log "link"
@@ -208,6 +267,8 @@ dups=$(echo "$mods" | awk '{print $2}' | sort | uniq -d)
 grep -q '"wasmbox_scitest\|"numpy' "$cfg" || die "no package module reached the inittab"
 $WCC $EXT_CFLAGS -c "$here/c/cxa_abort.c" -o "$work/cxa_abort.o"
 libs="$(ls "$pkgroot"/*/lib/*.a | tr '\n' ' ') $work/cxa_abort.o"
+# -lc-printscan-long-double: numpy formats and parses long double (wasi-libc leaves it out by default, and the
+# first use aborts the guest without it).
 cat > "$cross/sci.mk" <<'MK'
 include Makefile
 sci-config.o: $(SCI_CONFIG_C)
@@ -215,7 +276,7 @@ sci-config.o: $(SCI_CONFIG_C)
 sci-reactor.o: $(WASMBOX_REACTOR_C)
 	$(CC) -c $(PY_CORE_CFLAGS) -o $@ $<
 python-sci.wasm: sci-reactor.o sci-config.o
-	$(LINKCC) $(PY_CORE_LDFLAGS) -mexec-model=reactor -o $@ sci-reactor.o sci-config.o $(filter-out Modules/config.o,$(LINK_PYTHON_OBJS)) $(SCI_LIBS) -L$(LIBCXX_LIB) -lc++ -lc++abi $(LIBS) $(MODLIBS) $(SYSLIBS) -Wl,--export=__stack_pointer
+	$(LINKCC) $(PY_CORE_LDFLAGS) -mexec-model=reactor -o $@ sci-reactor.o sci-config.o $(filter-out Modules/config.o,$(LINK_PYTHON_OBJS)) $(SCI_LIBS) -L$(LIBCXX_LIB) -lc++ -lc++abi -lc-printscan-long-double $(LIBS) $(MODLIBS) $(SYSLIBS) -Wl,--export=__stack_pointer
 MK
 rm -f "$cross/sci-config.o" "$cross/sci-reactor.o" "$cross/python-sci.wasm"
 (cd "$cross" && make -s -f sci.mk SCI_CONFIG_C="$cfg" WASMBOX_REACTOR_C="$repo/pyruntime/c/reactor.c" \
@@ -252,7 +313,7 @@ t1=$(date +%s)
 {
   echo "sci interpreter (pyruntime/sci/build.sh)"
   echo "packages: $with"
-  for p in $pkgs; do echo "  $p $(cat "$pkgroot/$p/VERSION")"; done
+  for p in $steps; do echo "  $p $(cat "$pkgroot/$p/VERSION")"; done
   echo "builtin modules added: $(echo "$mods" | awk '{print $1}' | tr '\n' ' ')"
   echo "python.wasm: $(stat -c %s "$out/python.wasm") bytes (gzip -9: $(stat -c %s "$out/python.wasm.gz"))"
   echo "stdlib.zip: $(stat -c %s "$out/stdlib.zip") bytes"

@@ -2,7 +2,8 @@
 # fetch.sh DIR PART... — download the pinned inputs of the sci build from Debian's archive into DIR through a
 # private apt configuration (the machine's apt state is untouched), like pyruntime/fetch.sh.
 #
-# PART is tools (meson, Cython, meson-python), numpy, numpydev (numpy's C headers) or pandas. Each downloaded file is checked against
+# PART is tools (meson, Cython, meson-python), numpy, numpydev (numpy's C headers), pandas or pydeps (pandas'
+# pure-Python dependencies). Each downloaded file is checked against
 # inputs.sha256 by build.sh. A part whose file the archive does not serve is an error that names the file.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -51,6 +52,9 @@ for part in "$@"; do
     numpydev) binary python3-numpy-dev "$NUMPYDEV_DEB_VERSION" "$NUMPYDEV_DEB"
               binary python3-numpy "$NUMPYBIN_DEB_VERSION" "$NUMPYBIN_DEB";;
     pandas) orig pandas "$PANDAS_DEB_VERSION" "$PANDAS_ORIG";;
+    pydeps) binary python3-dateutil "$DATEUTIL_DEB_VERSION" "$DATEUTIL_DEB"
+            binary python3-six "$SIX_DEB_VERSION" "$SIX_DEB"
+            binary python3-pytz "$PYTZ_DEB_VERSION" "$PYTZ_DEB";;
     *) echo "fetch: unknown part $part" >&2; exit 2;;
   esac
 done

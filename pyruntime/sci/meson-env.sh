@@ -69,10 +69,12 @@ SH
 # meson_env CMD...: run CMD with the tools importable (meson, and ninja's calls back into meson).
 meson_env() { PYTHONPATH="$tools/stubs:$tpy" "$@"; }
 
-# meson_cross_file FILE: the cross file for wasm32-wasi.
+# meson_cross_file FILE [CFLAG...]: the cross file for wasm32-wasi; the CFLAGs are added for this package only.
 meson_cross_file() {
   local q; q() { local s="" a; for a in "$@"; do s="$s'$a', "; done; echo "[${s%, }]"; }
-  cat > "$1" <<INI
+  local f=$1; shift
+  local extra=("$@")
+  cat > "$f" <<INI
 [binaries]
 c = '$tbin/wcc'
 cpp = '$tbin/wcxx'
@@ -93,8 +95,8 @@ needs_exe_wrapper = true
 longdouble_format = 'IEEE_QUAD_LE'
 
 [built-in options]
-c_args = $(q $EXT_CFLAGS)
-cpp_args = $(q $EXT_CFLAGS)
+c_args = $(q $EXT_CFLAGS "${extra[@]}")
+cpp_args = $(q $EXT_CFLAGS "${extra[@]}")
 INI
 }
 
@@ -116,7 +118,15 @@ collect_modules() {
     n=$((n + 1))
   done < <(find "$b" -name '*.cpython-*.so' | sort)
   if [ -s "$d/helper-libs.txt" ]; then
-    sort -u "$d/helper-libs.txt" | grep -v "^$" | while read -r l; do cp "$l" "$d/lib/helper-$(basename "$l")"; done
+    # meson makes its internal static libraries thin archives (members by path): copy their members, not the index
+    sort -u "$d/helper-libs.txt" | grep -v "^$" | while read -r l; do
+      local dest="$d/lib/helper-$(basename "$l")"
+      if [ "$(head -c 7 "$l")" = '!<thin>' ]; then
+        rm -f "$dest"; llvm-ar-19 rcsD "$dest" $(llvm-ar-19 t "$l")
+      else
+        cp "$l" "$dest"
+      fi
+    done
   fi
   echo "$n"
 }
