@@ -10,7 +10,7 @@ mkdir -p "$tmp/home" "$tmp/xdg"
 echo "--- tests leave the user's cache alone"
 env GOCACHE="$(go env GOCACHE)" GOMODCACHE="$(go env GOMODCACHE)" GOPATH="$(go env GOPATH)" \
 	HOME="$tmp/home" XDG_CACHE_HOME="$tmp/xdg" WASMBOX_TEST_CACHE= \
-	go test -count=1 -run 'TestRunExitCodes|TestArtifactCache|TestCacheCap' ./cmd/wasmbox/ ./wasmbox/
+	go test -count=1 -run 'TestRunExitCodes|TestArtifactCache|TestCacheCap' ./internal/cli/ ./wasmbox/
 if found=$(find "$tmp/home" "$tmp/xdg" -iname '*wasmbox*' | head -5) && [ -n "$found" ]; then
 	echo "the tests wrote into the user's cache: $found"
 	exit 1

