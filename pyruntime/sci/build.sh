@@ -214,7 +214,19 @@ build_numpy() {
   # numpy 2.2's npy_cpu.h knows wasm only as __EMSCRIPTEN__; wasm32-wasi defines __wasm__.
   sed -i 's/^#elif defined(__EMSCRIPTEN__)$/#elif defined(__EMSCRIPTEN__) || defined(__wasm__)/' "$s/numpy/_core/include/numpy/npy_cpu.h"
   grep -q '__wasm__' "$s/numpy/_core/include/numpy/npy_cpu.h" || die "numpy: could not patch npy_cpu.h"
-  meson_cross_file "$work/cross-wasm32.ini"; meson_native_file "$work/native.ini"
+  # One static link holds every module, so names that separate shared libraries keep apart collide here, and
+  # wasm-ld then binds callers to the other definition (a signature mismatch traps at the first call).
+  # numpy.random.mtrand compiles its own copy of the distributions with RAND_INT_TYPE=long (32-bit on wasm32)
+  # while libnpyrandom's copy uses int64: mtrand's copy gets its own names, as its own .so has natively.
+  local rn; rn=$(grep -oE '^[a-zA-Z_].*[^a-zA-Z0-9_](random_[a-z0-9_]+)\(' "$s/numpy/random/src/distributions/distributions.c" \
+    | grep -v '^static' | grep -oE 'random_[a-z0-9_]+\($' | tr -d '(' | sort -u | sed "s/.*/'-D&=mtrand_&'/" | paste -sd, -)
+  [ -n "$rn" ] || die "numpy: found no distribution functions to rename for mtrand"
+  sed -i "s/\['-DNP_RANDOM_LEGACY=1'\]/['-DNP_RANDOM_LEGACY=1', $rn]/" "$s/numpy/random/meson.build"
+  grep -q "mtrand_random_poisson" "$s/numpy/random/meson.build" || die "numpy: could not patch random/meson.build"
+  # pandas vendors get_datetime_metadata_from_dtype with another signature (it returns the struct; numpy's
+  # returns a pointer) and reaches its own through a capsule macro, so numpy's copy is the one renamed.
+  meson_cross_file "$work/cross-wasm32.ini" -Dget_datetime_metadata_from_dtype=npy_get_datetime_metadata_from_dtype
+  meson_native_file "$work/native.ini"
   (cd "$s" && meson_env "$native/python" -s vendored-meson/meson/meson.py setup \
      --cross-file "$work/cross-wasm32.ini" --native-file "$work/native.ini" -Dbuildtype=release -Db_ndebug=if-release \
      -Dallow-noblas=true -Dblas=none -Dlapack=none -Ddisable-svml=true -Ddisable-intel-sort=true \
@@ -282,6 +294,9 @@ rm -f "$cross/sci-config.o" "$cross/sci-reactor.o" "$cross/python-sci.wasm"
 (cd "$cross" && make -s -f sci.mk SCI_CONFIG_C="$cfg" WASMBOX_REACTOR_C="$repo/pyruntime/c/reactor.c" \
    SCI_LIBS="$libs" LIBCXX_LIB="$LIBCXX_LIB" python-sci.wasm >/dev/null 2>"$work/link.log") \
   || { tail -40 "$work/link.log" >&2; die "link failed"; }
+# A signature mismatch means two modules define one name differently and some caller got the wrong one: the
+# call traps at run time. Never ship that.
+! grep -A2 'function signature mismatch' "$work/link.log" >&2 || die "link bound a caller to a definition with another signature (rename one; see above)"
 
 # --- instrument, strip, check imports (as the base build) -------------------------------------------------------
 log "instrument"
