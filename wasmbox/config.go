@@ -120,8 +120,18 @@ type Config struct {
 	// that import github.com/wasmbox/wasmbox/wasmtime (a module of its own; cgo; faster compute). See Engines.
 	Engine string
 	// Interpreter replaces the embedded interpreter (assets.Load()), e.g. with one built with extra modules.
-	// It must speak the same ABI version; New checks its exports. Nil means the embedded one.
+	// It must speak the same ABI version; New checks its exports. Nil means the one Runtime names.
 	Interpreter *assets.Interpreter
+	// Runtime selects a registered interpreter by name: "" or "base" is the embedded CPython with its standard
+	// library; "sci" (numpy and pandas) is registered by importing github.com/wasmbox/wasmbox/sci, a module of
+	// its own. A name that is not linked in is an ErrInvalidConfig saying which module provides it. A runtime
+	// brings its default Preload (numpy and pandas for "sci"), used when Preload is nil; an empty non-nil
+	// Preload imports nothing. Setting both Runtime (other than "base") and Interpreter is an error.
+	// See assets.Runtimes.
+	Runtime string
+
+	// runtime is the registered runtime that set Interpreter (withDefaults), "" otherwise.
+	runtime string
 	// Closers live as long as the Sandbox: Close closes them, in reverse order, once the last run has ended
 	// (and New closes them if it fails). They are what the Sandbox's tools depend on, such as the MCP servers
 	// whose tools it serves (package mcp). Nil means none.
@@ -197,6 +207,23 @@ func (c Config) withDefaults() (Config, error) {
 	for _, m := range c.Preload {
 		if !isModuleName(m) {
 			return bad("Preload", fmt.Sprintf("has an invalid module name %q", m))
+		}
+	}
+	if c.Runtime != "" && c.Runtime != "base" {
+		if c.Interpreter != nil {
+			return bad("Runtime", fmt.Sprintf("%q and Interpreter are both set: choose one", c.Runtime))
+		}
+		rt, err := assets.LookupRuntime(c.Runtime)
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: Runtime: %w", ErrInvalidConfig, err)
+		}
+		it, err := rt.Load()
+		if err != nil {
+			return Config{}, fmt.Errorf("%w: runtime %s: %w", ErrInterpreter, c.Runtime, err)
+		}
+		c.Interpreter, c.runtime = it, rt.Name
+		if c.Preload == nil {
+			c.Preload = rt.Preload
 		}
 	}
 	if c.PrecompiledDir != "" && c.Engine != "" && c.Engine != "wazero" {

@@ -134,6 +134,23 @@ func customSource(a *assets.Interpreter) (*source, error) {
 		stdlib: a.Stdlib, tzdata: a.TZData, info: a.BuildInfo, wasm: func() ([]byte, error) { return wasm, nil }}, nil
 }
 
+// runtimeSources holds the identity of each registered runtime's interpreter, hashed once per process: the
+// registry loads each runtime once and keeps it, so every Sandbox of that runtime has the same one.
+var runtimeSources sync.Map // runtime name -> *runtimeSourceEntry
+
+type runtimeSourceEntry struct {
+	once sync.Once
+	src  *source
+	err  error
+}
+
+func runtimeSource(name string, a *assets.Interpreter) (*source, error) {
+	v, _ := runtimeSources.LoadOrStore(name, &runtimeSourceEntry{})
+	e := v.(*runtimeSourceEntry)
+	e.once.Do(func() { e.src, e.err = customSource(a) })
+	return e.src, e.err
+}
+
 // loadInterp compiles the interpreter once per process (per cache directory, engine and precompiled directory).
 func loadInterp(ctx context.Context, c Config) (*interp, error) {
 	var pre *precompiledDir
@@ -146,6 +163,8 @@ func loadInterp(ctx context.Context, c Config) (*interp, error) {
 	}
 	if c.Interpreter == nil {
 		src, err = embeddedSource(c.CacheDir, c.CacheMaxBytes, pre)
+	} else if c.runtime != "" {
+		src, err = runtimeSource(c.runtime, c.Interpreter)
 	} else {
 		src, err = customSource(c.Interpreter)
 	}

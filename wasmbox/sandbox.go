@@ -382,7 +382,9 @@ func (s *Sandbox) Packages() []wheels.Installed { return slices.Clone(s.installe
 
 // Info describes the interpreter.
 type Info struct {
-	Engine            string `json:"engine"`
+	Engine string `json:"engine"`
+	// Runtime is the registered runtime the Sandbox runs ("base", "sci"), or "custom" for a Config.Interpreter.
+	Runtime           string `json:"runtime"`
 	PythonVersion     string `json:"python_version"`
 	ABIVersion        int    `json:"abi_version"`
 	InterpreterSHA256 string `json:"interpreter_sha256"`
@@ -390,7 +392,17 @@ type Info struct {
 
 // Info returns the versions of the interpreter this Sandbox runs.
 func (s *Sandbox) Info() Info {
-	return Info{Engine: s.engineName(), PythonVersion: assets.PythonVersion, ABIVersion: hostfuncs.ABIVersion, InterpreterSHA256: s.it.sha256}
+	return Info{Engine: s.engineName(), Runtime: s.runtimeName(), PythonVersion: assets.PythonVersion, ABIVersion: hostfuncs.ABIVersion, InterpreterSHA256: s.it.sha256}
+}
+
+func (s *Sandbox) runtimeName() string {
+	switch {
+	case s.cfg.runtime != "":
+		return s.cfg.runtime
+	case s.cfg.Interpreter != nil:
+		return "custom"
+	}
+	return "base"
 }
 
 func (s *Sandbox) engineName() string {

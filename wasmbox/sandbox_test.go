@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 
+	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
@@ -170,10 +171,24 @@ func TestInvalidConfig(t *testing.T) {
 		"negative time":   {Timeout: -time.Second},
 		"bad env":         {Env: map[string]string{"A=B": "c"}},
 		"bad preload":     {Preload: []string{"os; import evil"}},
+		"unknown runtime": {Runtime: "nope"},
+		"sci not linked":  {Runtime: "sci"},
 	} {
 		if _, err := wasmbox.New(context.Background(), cfg); !errors.Is(err, wasmbox.ErrInvalidConfig) {
 			t.Errorf("%s: err %v, want ErrInvalidConfig", name, err)
 		}
+	}
+}
+
+// A runtime that is not linked in says where it comes from; "base" is the embedded interpreter.
+func TestConfigRuntime(t *testing.T) {
+	_, err := wasmbox.New(context.Background(), wasmbox.Config{Runtime: "sci"})
+	if !errors.Is(err, assets.ErrNoRuntime) || !strings.Contains(err.Error(), "github.com/wasmbox/wasmbox/sci") {
+		t.Fatalf("Runtime sci without its module: %v", err)
+	}
+	sb := newSandbox(t, wasmbox.Config{Runtime: "base"})
+	if info := sb.Info(); info.Runtime != "base" {
+		t.Fatalf("Info.Runtime %q", info.Runtime)
 	}
 }
 
