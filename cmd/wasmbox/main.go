@@ -29,25 +29,9 @@
 package main
 
 import (
-	"context"
-	"encoding/json"
-	"fmt"
 	"os"
-	"os/signal"
 
 	"github.com/wasmbox/wasmbox/internal/cli"
-	"github.com/wasmbox/wasmbox/internal/starttrace"
 )
 
-func main() {
-	tracing := starttrace.FromEnv(os.Getenv)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	code := cli.Main(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
-	stop()
-	if tracing {
-		starttrace.Mark("CLI: output, close")
-		b, _ := json.Marshal(starttrace.Take())
-		fmt.Fprintf(os.Stderr, "wasmbox starttrace: %s\n", b)
-	}
-	os.Exit(code)
-}
+func main() { os.Exit(cli.Exec()) }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/starttrace"
@@ -44,10 +45,10 @@ const usageText = `usage:
               [--workspace DIR] [--writeback [--writeback-allow-hidden PATH]... [--writeback-only PATH]...
               [--writeback-exec] [--writeback-delete] [--writeback-on-error]] [--audit LOG] [--json]
               [--mcp 'CMD ARGS' | --mcp URL]... [--mcp-env NAME[=VALUE]]... [--mcp-connect-timeout D]
-              [--approve allow|deny|ask] [--policy FILE] (FILE | -c CODE | -)
+              [--approve allow|deny|ask] [--policy FILE] [--runtime NAME] (FILE | -c CODE | -)
   wasmbox mcp [--http ADDR [--allow-remote] [--allow-origin ORIGIN]...] [--timeout D] [--memory SIZE]
               [--output-limit SIZE] [--workspace-size SIZE]
-              [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
+              [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE] [--runtime NAME]
   wasmbox version [--json]
   wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
@@ -208,12 +209,16 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	var mcpOpts mcpClientFlags
 	mcpOpts.register(fs)
 	engineName := fs.String("engine", "", "WebAssembly engine: "+strings.Join(wasmbox.Engines(), " or ")+" (default wazero)")
+	runtimeName := runtimeFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
 	usage := func(msg string) int {
 		fmt.Fprintf(stderr, "wasmbox run: %s\n%s", msg, usageText)
 		return exitUsage
+	}
+	if _, err := assets.LookupRuntime(*runtimeName); err != nil {
+		return usage("--runtime: " + err.Error())
 	}
 	codeSet := false
 	fs.Visit(func(f *flag.Flag) { codeSet = codeSet || f.Name == "c" })
@@ -264,7 +269,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if err != nil || outLimit > 1<<30 {
 		return usage(fmt.Sprintf("--output-limit: want a size from 1 byte to 1GiB, got %q", *outputLimit))
 	}
-	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: mem, Env: env, Engine: *engineName,
+	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: mem, Env: env, Engine: *engineName, Runtime: *runtimeName,
 		StdoutLimit: int(outLimit), StderrLimit: int(outLimit)}
 	if !*asJSON {
 		cfg.Stdout, cfg.Stderr = stdout, stderr
@@ -472,10 +477,16 @@ func versionMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 	defer sb.Close(ctx)
 	info := sb.Info()
 	if *asJSON {
-		writeJSON(stdout, info)
+		writeJSON(stdout, struct {
+			wasmbox.Info
+			Runtimes []runtimeInfo `json:"runtimes"`
+		}{info, runtimeInfos()})
 		return 0
 	}
 	fmt.Fprintf(stdout, "wasmbox: CPython %s, ABI v%d, interpreter sha256 %s\n", info.PythonVersion, info.ABIVersion, info.InterpreterSHA256)
+	for _, rt := range runtimeInfos() {
+		fmt.Fprintf(stdout, "runtime %s: %s\n", rt.Name, rt.Description)
+	}
 	return 0
 }
 

@@ -107,6 +107,30 @@ func TestVersion(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &v) != nil || v.PythonVersion != "3.13.5" || v.ABIVersion != 1 || len(v.SHA) != 64 {
 		t.Errorf("exit %d %q", code, out)
 	}
+	var rts struct {
+		Runtime  string `json:"runtime"`
+		Runtimes []struct {
+			Name        string `json:"name"`
+			Description string `json:"description"`
+		} `json:"runtimes"`
+	}
+	if json.Unmarshal([]byte(out), &rts) != nil || rts.Runtime != "base" || len(rts.Runtimes) != 1 || rts.Runtimes[0].Name != "base" || rts.Runtimes[0].Description == "" {
+		t.Errorf("runtimes: %q", out)
+	}
+}
+
+// --runtime names a runtime this build does not link: a usage error that says where it comes from, before any
+// interpreter starts.
+func TestRuntimeFlag(t *testing.T) {
+	for _, cmd := range [][]string{{"run", "--runtime", "sci", "-c", "print(1)"}, {"mcp", "--runtime", "sci"}} {
+		code, out, errs := cli(t, "", cmd...)
+		if code != 2 || out != "" || !strings.Contains(errs, "github.com/wasmbox/wasmbox/sci") {
+			t.Errorf("%v: exit %d stdout %q stderr %q", cmd, code, out, errs)
+		}
+	}
+	if code, out, errs := cli(t, "", "run", "--runtime", "base", "-c", "print(6*7)"); code != 0 || out != "42\n" {
+		t.Errorf("--runtime base: exit %d %q %q", code, out, errs)
+	}
 }
 
 // A program's own exit code never impersonates the CLI's: 124 (timeout), 125 (wasmbox failed) and 2 (usage)

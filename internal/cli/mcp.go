@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/mcp"
 	"github.com/wasmbox/wasmbox/wasmbox"
@@ -159,6 +160,7 @@ func closeClients(cs []*mcp.Client) {
 const mcpUsage = `usage:
   wasmbox mcp [--http ADDR [--allow-remote] [--allow-origin ORIGIN]...] [--timeout D] [--memory SIZE] [--output-limit SIZE]
               [--workspace-size SIZE] [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE]
+              [--runtime NAME]
 `
 
 // mcpMain serves the sandbox to MCP clients: over stdio, or streamable HTTP with --http.
@@ -183,6 +185,7 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	maxSessions := fs.Int("max-sessions", mcp.DefaultMaxSessions, "most MCP sessions with state at a time")
 	idle := fs.Duration("idle-timeout", mcp.DefaultIdleTimeout, "end a session after this long without a call")
 	maxFile := fs.String("max-file-size", "1MiB", "largest file read_file returns and write_file takes")
+	runtimeName := runtimeFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
@@ -192,6 +195,9 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if fs.NArg() != 0 {
 		return usage("unexpected arguments: " + strings.Join(fs.Args(), " "))
+	}
+	if _, err := assets.LookupRuntime(*runtimeName); err != nil {
+		return usage("--runtime: " + err.Error())
 	}
 	sizes := map[string]int64{}
 	for name, v := range map[string]string{"memory": *memory, "output-limit": *outputLimit, "workspace-size": *wsSize, "max-file-size": *maxFile} {
@@ -205,7 +211,7 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		return usage("--timeout, --idle-timeout and --max-sessions must be positive")
 	}
 	cfg := wasmbox.Config{Timeout: *timeout, MemoryLimit: sizes["memory"], StdoutLimit: int(sizes["output-limit"]),
-		StderrLimit: int(sizes["output-limit"]), WorkspaceBytes: sizes["workspace-size"]}
+		StderrLimit: int(sizes["output-limit"]), WorkspaceBytes: sizes["workspace-size"], Runtime: *runtimeName}
 	if err := cacheFromEnv(&cfg); err != nil {
 		return usage(err.Error())
 	}
