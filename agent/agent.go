@@ -102,6 +102,7 @@ func New(ctx context.Context, model llms.Model, cfg wasmbox.Config, opts ...Opti
 		Approval:     approval,
 		Install:      o.installer != nil && install,
 		Packages:     packageNames(sb.Packages()),
+		BuiltIn:      builtinNames(sb.Info().BuiltIn),
 		Timeout:      humanDuration(timeout),
 		Memory:       humanBytes(mem),
 		Instructions: strings.TrimSpace(o.instructions),

@@ -45,7 +45,13 @@ func SessionInstaller() PackageInstaller {
 		}
 		done, err := req.Session.InstallPackages(ctx, req.Packages...)
 		var b strings.Builder
+		builtinOnly := len(done) > 0
 		for _, d := range done {
+			if d.BuiltIn {
+				fmt.Fprintf(&b, "%s %s is built into this sandbox: import it, no installation is needed\n", d.Name, d.Version)
+				continue
+			}
+			builtinOnly = false
 			state := "installed"
 			if d.AlreadyPresent {
 				state = "already installed"
@@ -58,7 +64,9 @@ func SessionInstaller() PackageInstaller {
 		if err != nil {
 			return b.String(), err
 		}
-		b.WriteString("import them now; they are on sys.path under /packages\n")
+		if !builtinOnly {
+			b.WriteString("import them now; they are on sys.path under /packages\n")
+		}
 		return b.String(), nil
 	})
 }

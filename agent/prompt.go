@@ -5,12 +5,13 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"github.com/wasmbox/wasmbox/wheels"
+	"slices"
 	"strings"
 	"text/template"
 	"time"
 
 	"github.com/wasmbox/wasmbox/hostfuncs"
+	"github.com/wasmbox/wasmbox/wheels"
 )
 
 // promptData fills systemPromptTemplate.
@@ -20,6 +21,7 @@ type promptData struct {
 	Approval     []string // tools shown whose every call needs a person's approval
 	Install      bool
 	Packages     []string // third-party packages installed in the sandbox (Config.Packages)
+	BuiltIn      []string // packages built into the runtime ("numpy 2.2.4"), in name order
 	Timeout      string
 	Memory       string
 	Instructions string
@@ -28,7 +30,7 @@ type promptData struct {
 // systemPromptTemplate is the code-action system prompt. It follows what made code agents work in public
 // systems: real tools shown as Python stubs with docstrings (and no made-up tools in examples), keyword arguments,
 // an explicit final_answer that cannot be swallowed, print for inspection only, and the sandbox's limits.
-var systemPromptTemplate = template.Must(template.New("system").Funcs(template.FuncMap{"join": strings.Join}).Parse(`You solve tasks by writing Python programs. Each program runs in a sandbox: CPython 3.13 with the standard library{{if .Packages}} and a few third-party packages{{end}}, inside WebAssembly, isolated from the computer it runs on.
+var systemPromptTemplate = template.Must(template.New("system").Funcs(template.FuncMap{"join": strings.Join}).Parse(`You solve tasks by writing Python programs. Each program runs in a sandbox: CPython 3.13 with the standard library{{if .BuiltIn}}, {{join .BuiltIn ", "}}{{end}}{{if .Packages}} and a few third-party packages{{end}}, inside WebAssembly, isolated from the computer it runs on.
 
 ## How to reply
 - Reply with one Python program in a single ` + "```python" + ` block. Short reasoning before the block is fine; text outside the block is not run.
@@ -64,8 +66,13 @@ Catch them by name when you expect them, e.g. ` + "`except tools.ToolDenied as e
 No tools are available: use Python and its standard library only.
 {{end}}
 ## The sandbox
+{{- if .BuiltIn}}
+- Built in, ready to import (never install them): {{join .BuiltIn ", "}}.
+{{- end}}
 {{- if .Packages}}
 - Installed third-party packages (with their dependencies), ready to import: {{join .Packages ", "}}. {{if .Install}}Other packages must be installed first with install_package(packages=[...]); pip and subprocesses do not work.{{else}}No other third-party packages, and no pip or package installation: import only the standard library and these.{{end}}
+{{- else if .BuiltIn}}
+- {{if .Install}}Other third-party packages must be installed first with install_package(packages=[...]); pip and subprocesses do not work.{{else}}No other third-party packages, and no pip or package installation: import only the standard library and these.{{end}}
 {{- else}}
 - Python standard library only: {{if .Install}}third-party packages must be installed first with install_package(packages=[...]); pip and subprocesses do not work.{{else}}no third-party packages, and no pip or package installation. Do not import modules that are not in the standard library.{{end}}
 {{- end}}
@@ -104,8 +111,20 @@ func promptTools(reg *hostfuncs.Registry, view gateView) (shown *hostfuncs.Regis
 func packageNames(installed []wheels.Installed) []string {
 	var out []string
 	for _, w := range installed {
-		out = append(out, w.Name+" "+w.Version)
+		if !w.BuiltIn { // shown with the runtime's built-in packages
+			out = append(out, w.Name+" "+w.Version)
+		}
 	}
+	return out
+}
+
+// builtinNames lists the runtime's built-in packages as "name version", in name order.
+func builtinNames(builtin map[string]string) []string {
+	out := make([]string, 0, len(builtin))
+	for n, v := range builtin {
+		out = append(out, n+" "+v)
+	}
+	slices.Sort(out)
 	return out
 }
 

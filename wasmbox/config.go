@@ -130,8 +130,10 @@ type Config struct {
 	// See assets.Runtimes.
 	Runtime string
 
-	// runtime is the registered runtime that set Interpreter (withDefaults), "" otherwise.
-	runtime string
+	// runtime is the registered runtime that set Interpreter (withDefaults), "" otherwise; provided its
+	// built-in packages, which package installs resolve against.
+	runtime  string
+	provided wheels.Provided
 	// Closers live as long as the Sandbox: Close closes them, in reverse order, once the last run has ended
 	// (and New closes them if it fails). They are what the Sandbox's tools depend on, such as the MCP servers
 	// whose tools it serves (package mcp). Nil means none.
@@ -221,7 +223,7 @@ func (c Config) withDefaults() (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("%w: runtime %s: %w", ErrInterpreter, c.Runtime, err)
 		}
-		c.Interpreter, c.runtime = it, rt.Name
+		c.Interpreter, c.runtime, c.provided = it, rt.Name, wheels.Provided(rt.Packages)
 		if c.Preload == nil {
 			c.Preload = rt.Preload
 		}

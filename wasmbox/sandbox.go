@@ -53,6 +53,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -137,7 +138,7 @@ func New(ctx context.Context, cfg Config) (_ *Sandbox, err error) {
 	s := &Sandbox{cfg: c, it: it, tel: tel, toolsModule: c.Tools.PythonModule(), packages: newPackageLayer(),
 		toolsOnExec: len(c.Tools.Names()) > 0}
 	if len(c.Packages) > 0 {
-		if s.installed, err = installPackages(ctx, c.Wheelhouse, s.packages, c.Packages); err != nil {
+		if s.installed, err = installPackages(ctx, c.Wheelhouse, s.packages, c.Packages, c.provided); err != nil {
 			return nil, err
 		}
 	}
@@ -388,11 +389,15 @@ type Info struct {
 	PythonVersion     string `json:"python_version"`
 	ABIVersion        int    `json:"abi_version"`
 	InterpreterSHA256 string `json:"interpreter_sha256"`
+	// BuiltIn are the third-party packages built into the runtime, by project name and version (numpy and pandas
+	// in "sci"); package installs resolve against them and never replace them.
+	BuiltIn map[string]string `json:"built_in,omitempty"`
 }
 
 // Info returns the versions of the interpreter this Sandbox runs.
 func (s *Sandbox) Info() Info {
-	return Info{Engine: s.engineName(), Runtime: s.runtimeName(), PythonVersion: assets.PythonVersion, ABIVersion: hostfuncs.ABIVersion, InterpreterSHA256: s.it.sha256}
+	return Info{Engine: s.engineName(), Runtime: s.runtimeName(), PythonVersion: assets.PythonVersion, ABIVersion: hostfuncs.ABIVersion,
+		InterpreterSHA256: s.it.sha256, BuiltIn: maps.Clone(map[string]string(s.cfg.provided))}
 }
 
 func (s *Sandbox) runtimeName() string {

@@ -23,6 +23,8 @@ type Installed struct {
 	Wheel
 	// AlreadyPresent: the layer already had this version of the project, so nothing was written.
 	AlreadyPresent bool
+	// BuiltIn: the interpreter provides the project (Plan.Provided, from ResolveWith), so nothing was written.
+	BuiltIn bool
 	// Files are the paths written (package files, then the .dist-info).
 	Files []string
 	// Skipped notes the wheel's .data entries that are not installed (scripts, headers, data): the sandbox has
@@ -32,7 +34,8 @@ type Installed struct {
 
 // Install writes the plan's wheels into dst, dependencies first: each wheel's files as verified against its
 // RECORD (.data/purelib and .data/platlib moved to the root), then its .dist-info with a RECORD rewritten for the
-// installed paths and INSTALLER "wasmbox". It reads nothing from the wheelhouse: the plan holds the unpacked
+// installed paths and INSTALLER "wasmbox". The plan's provided projects (ResolveWith) come first in the result,
+// marked BuiltIn, with nothing written for them. It reads nothing from the wheelhouse: the plan holds the unpacked
 // files, and any number of layers can be installed from one plan, concurrently.
 //
 // Layers are append-only. If dst can be read (it is an fs.FS, such as *MemLayer, or a *vfs.FS), Install first
@@ -54,6 +57,10 @@ func (p *Plan) Install(ctx context.Context, dst Layer) ([]Installed, error) {
 		}
 	}
 	out := make([]Installed, len(p.wheels))
+	builtin := make([]Installed, len(p.provided))
+	for i, w := range p.provided {
+		builtin[i] = Installed{Wheel: w, BuiltIn: true}
+	}
 	same := map[string]bool{} // files the layer already has, with the same content
 	for i, w := range p.wheels {
 		if err := ctx.Err(); err != nil {
@@ -93,17 +100,17 @@ func (p *Plan) Install(ctx context.Context, dst Layer) ([]Installed, error) {
 		}
 		for _, d := range w.u.dirs {
 			if err := dst.MkdirAll(d, 0o755); err != nil {
-				return done(out[:i]), fmt.Errorf("wheels: install %s %s: %w", w.info.Name, w.info.Version, err)
+				return done(append(builtin, out[:i]...)), fmt.Errorf("wheels: install %s %s: %w", w.info.Name, w.info.Version, err)
 			}
 		}
 		files := make([]string, 0, len(w.u.files))
 		for _, f := range w.u.files {
 			if err := ctx.Err(); err != nil {
-				return done(out[:i]), err
+				return done(append(builtin, out[:i]...)), err
 			}
 			if !same[f.path] {
 				if err := dst.WriteFile(f.path, f.data, 0o644); err != nil {
-					return done(out[:i]), fmt.Errorf("wheels: install %s %s: %w", w.info.Name, w.info.Version, err)
+					return done(append(builtin, out[:i]...)), fmt.Errorf("wheels: install %s %s: %w", w.info.Name, w.info.Version, err)
 				}
 			}
 			files = append(files, f.path)
@@ -111,7 +118,7 @@ func (p *Plan) Install(ctx context.Context, dst Layer) ([]Installed, error) {
 		out[i].Files = files
 		out[i].Skipped = append([]string(nil), w.u.skipped...)
 	}
-	return out, nil
+	return append(builtin, out...), nil
 }
 
 func done(out []Installed) []Installed {

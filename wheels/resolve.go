@@ -21,9 +21,14 @@ type Wheel struct {
 // Plan is a resolved set of wheels, ready to install into any number of layers. It is immutable and safe for
 // concurrent use.
 type Plan struct {
-	wheels []planned
-	cycles [][]string
+	wheels   []planned
+	provided []Wheel
+	cycles   [][]string
 }
+
+// Provided names projects the interpreter already has built in (the sci runtime's numpy and pandas), by project
+// name and version: ResolveWith satisfies requirements on them without installing anything.
+type Provided map[string]string
 
 type planned struct {
 	info Wheel
@@ -40,6 +45,10 @@ func (p *Plan) Wheels() []Wheel {
 	}
 	return out
 }
+
+// Provided returns the built-in projects (ResolveWith's provided) that the request or a dependency asked for,
+// in name order; File and SHA256 are empty, since nothing of theirs is installed.
+func (p *Plan) Provided() []Wheel { return slices.Clone(p.provided) }
 
 // Cycles returns the dependency cycles found, each a sorted list of the projects that require each other (a
 // project requiring its own extras is not a cycle). Python packaging allows cycles and so does Resolve: they only affect the order of Wheels.
@@ -100,6 +109,41 @@ func (wh *Wheelhouse) ResolveAll(ctx context.Context, requirements ...string) (*
 	return wh.resolve(ctx, reqs)
 }
 
+// ResolveWith is ResolveAll with projects the interpreter already provides. A requirement on a provided project
+// (the request's, or a dependency's: a pure-Python wheel that needs numpy on a runtime that has numpy) is
+// satisfied by the built-in version, which is never replaced: a version specifier it does not match is an
+// ErrConflict that says so. Provided projects need not be on Options.Allow, since nothing of theirs is
+// installed, and their own dependencies and extras count as provided with them. A request of provided projects
+// only resolves even on an empty wheelhouse (the zero Wheelhouse). Names in provided are compared normalised;
+// a version that does not parse as PEP 440 is an ErrInvalid.
+func (wh *Wheelhouse) ResolveWith(ctx context.Context, provided Provided, requirements ...string) (*Plan, error) {
+	var reqs []requirement
+	for _, r := range requirements {
+		req, err := parseRoot(r)
+		if err != nil {
+			return nil, err
+		}
+		reqs = append(reqs, req)
+	}
+	if len(reqs) == 0 {
+		return nil, newErr(ErrInvalid, "", "no requirement given")
+	}
+	pv := make(map[string]providedVersion, len(provided))
+	for name, v := range provided {
+		parsed, err := parseVersion(v)
+		if err != nil {
+			return nil, newErr(ErrInvalid, Normalize(name), fmt.Sprintf("provided version %q: %v", v, err))
+		}
+		pv[Normalize(name)] = providedVersion{name: name, v: parsed}
+	}
+	return wh.resolveWith(ctx, reqs, pv)
+}
+
+type providedVersion struct {
+	name string
+	v    version
+}
+
 func parseRoot(s string) (requirement, error) {
 	req, err := parseRequirement(s)
 	if err != nil {
@@ -130,15 +174,21 @@ type pending struct {
 }
 
 type resolver struct {
-	ctx    context.Context
-	wh     *Wheelhouse
-	chosen map[string]*node
-	cons   map[string][]constraint
-	queue  []pending
+	ctx      context.Context
+	wh       *Wheelhouse
+	chosen   map[string]*node
+	cons     map[string][]constraint
+	queue    []pending
+	provided map[string]providedVersion
+	used     map[string]bool // provided projects asked for
 }
 
 func (wh *Wheelhouse) resolve(ctx context.Context, roots []requirement) (*Plan, error) {
-	r := &resolver{ctx: ctx, wh: wh, chosen: map[string]*node{}, cons: map[string][]constraint{}}
+	return wh.resolveWith(ctx, roots, nil)
+}
+
+func (wh *Wheelhouse) resolveWith(ctx context.Context, roots []requirement, provided map[string]providedVersion) (*Plan, error) {
+	r := &resolver{ctx: ctx, wh: wh, chosen: map[string]*node{}, cons: map[string][]constraint{}, provided: provided, used: map[string]bool{}}
 	// Constraints of the request all count before anything is chosen.
 	for _, req := range roots {
 		r.cons[req.norm] = append(r.cons[req.norm], constraint{req.spec, "the request"})
@@ -172,9 +222,20 @@ func (r *resolver) step(p pending) error {
 	from := "the request"
 	if p.from != "" {
 		from = r.describe(p.from)
-		if p.from != name { // "pkg[all]" requiring "pkg[cli]" is not a cycle
-			r.chosen[p.from].deps[name] = true
+	}
+	if pv, ok := r.provided[name]; ok {
+		if len(p.req.spec) > 0 && !p.req.spec.contains(pv.v) || p.root && !r.matchesAll(name, pv.v) {
+			spec := p.req.spec.String()
+			if p.root {
+				spec = r.specText(name)
+			}
+			return newErr(ErrConflict, name, fmt.Sprintf("%s %s is built into the interpreter and cannot be replaced, and %s requires %s", pv.name, pv.v.raw, from, spec))
 		}
+		r.used[name] = true
+		return nil
+	}
+	if p.from != "" && p.from != name { // "pkg[all]" requiring "pkg[cli]" is not a cycle
+		r.chosen[p.from].deps[name] = true
 	}
 	if !r.wh.allowed(name) {
 		msg := "not on the policy's allow-list (Options.Allow)"
@@ -467,6 +528,10 @@ func (r *resolver) plan() *Plan {
 		if _, seen := index[n]; !seen {
 			visit(n)
 		}
+	}
+	for _, n := range sortedKeys(r.used) {
+		pv := r.provided[n]
+		p.provided = append(p.provided, Wheel{Project: n, Name: pv.name, Version: pv.v.raw})
 	}
 	return p
 }

@@ -40,7 +40,8 @@ const SumsFile = "SHA256SUMS"
 //
 // Open reads the directory listing once; a wheel's content is read, checked against its pins and unpacked on
 // first use and kept for the life of the Wheelhouse (and, keyed by its SHA-256, of the process), so files added,
-// removed or changed afterwards are not seen: Open the directory again for that.
+// removed or changed afterwards are not seen: Open the directory again for that. The zero Wheelhouse is an
+// empty one that allows nothing (ResolveWith still resolves the interpreter's provided projects on it).
 type Wheelhouse struct {
 	dir           string
 	allowAll      bool
