@@ -1,7 +1,8 @@
 // Command compare runs the same workloads on wasmbox and on native CPython in one process run and prints the
 // ratios:
 //
-//	go run ./bench/compare [-quick] [-json] [-callgrind] [-p2 [-p2-rounds N] [-p2-cli BIN]]
+//	go run ./bench/compare [-quick] [-json] [-callgrind] [-no-sci] [-p2 [-p2-rounds N] [-p2-cli BIN]]
+//	go run ./bench/compare -sci [-quick] [-json]   (only the sci runtime)
 //	go run ./bench/compare -against DIR [-quick] [-callgrind]   (the shipped interpreter against the one built in DIR)
 //
 // W0 fresh sandbox + print(1) p50/p90; W1 pure-Python loop; W2 json of 20k dicts; W3 tool calls through the
@@ -9,7 +10,10 @@
 // in every wasmbox row; deadline_overhead_ratio compares W1's loop, run in a function, with the uninstrumented
 // build. The engine table ("engines") has W0, W1 and W2 on every engine linked in and on the wasmtime engine,
 // which lives in its own module and is measured by a child built from it (cgo; without a C toolchain the row is
-// skipped with the build's error).
+// skipped with the build's error). The sci runtime (numpy and pandas) is measured by a child built from the sci
+// module: its fresh run, its import without the snapshot, its PSS, and vectorised workloads (array math on 10⁶
+// elements, a groupby over 10⁵ rows, read_csv of 4 MB) against the same numpy and pandas sources built natively
+// by pyruntime/sci/native.sh (without that build the ratios are skipped, saying so).
 package main
 
 import (
@@ -44,28 +48,34 @@ type report struct {
 	W1Seconds         float64                    `json:"w1_seconds"`
 	W1NativeSeconds   *float64                   `json:"w1_native_seconds"`
 	W1RatioVsNative   *float64                   `json:"w1_ratio_vs_native"`
-	W1RatioSpread     spread                     `json:"w1_ratio_spread"`
+	W1RatioSpread     bench.Spread               `json:"w1_ratio_spread"`
 	W2Seconds         float64                    `json:"w2_seconds"`
 	W2NativeSeconds   *float64                   `json:"w2_native_seconds"`
 	W2RatioVsNative   *float64                   `json:"w2_ratio_vs_native"`
-	W2RatioSpread     spread                     `json:"w2_ratio_spread"`
+	W2RatioSpread     bench.Spread               `json:"w2_ratio_spread"`
 	DeadlineOverhead  float64                    `json:"deadline_overhead_ratio"`
-	DeadlineSpread    spread                     `json:"deadline_overhead_spread"`
+	DeadlineSpread    bench.Spread               `json:"deadline_overhead_spread"`
 	ToolCallUS        *float64                   `json:"tool_call_us"`
-	ToolCallSpread    spread                     `json:"tool_call_us_spread"`
+	ToolCallSpread    bench.Spread               `json:"tool_call_us_spread"`
 	RSSPerSandboxMiB  float64                    `json:"rss_per_sandbox_mib"` // PSS, as the comment of W4 says
-	PSSSpread         spread                     `json:"pss_per_sandbox_mib_spread"`
+	PSSSpread         bench.Spread               `json:"pss_per_sandbox_mib_spread"`
 	NewProcessP50MS   *float64                   `json:"new_process_first_result_p50_ms"`
 	P2                *p2Report                  `json:"p2"`
 	RunsPerSec        float64                    `json:"runs_per_sec"`
-	RunsPerSecSpread  spread                     `json:"runs_per_sec_spread"`
+	RunsPerSecSpread  bench.Spread               `json:"runs_per_sec_spread"`
 	Callgrind         *callgrindReport           `json:"callgrind,omitempty"`
 	NativePython      string                     `json:"native_python"`
 	Engines           map[string]bench.EngineRow `json:"engines"`
-	Peers             map[string]peerRow         `json:"peers"`
-	Skipped           []string                   `json:"skipped"`
-	Cores             int                        `json:"cores"`
-	Quick             bool                       `json:"quick"`
+	// The sci runtime (numpy and pandas), measured by a child built from the sci module; its headline figures
+	// also at the top level.
+	Sci              *bench.SciRow      `json:"sci,omitempty"`
+	SciFreshRunP50MS *float64           `json:"sci_fresh_run_p50_ms"`
+	SciImportMS      *float64           `json:"sci_import_ms"`
+	SciPSSMiB        *float64           `json:"sci_pss_per_sandbox_mib"`
+	Peers            map[string]peerRow `json:"peers"`
+	Skipped          []string           `json:"skipped"`
+	Cores            int                `json:"cores"`
+	Quick            bool               `json:"quick"`
 }
 
 func main() {
@@ -84,6 +94,8 @@ func main() {
 	p2Only := flag.Bool("p2", false, "measure only P2 (new process → first result) and its parts")
 	p2Rounds := flag.Int("p2-rounds", 7, "with -p2: interleaved rounds")
 	p2CLI := flag.String("p2-cli", "", "with -p2: the wasmbox CLI binary to time (default: build ./cmd/wasmbox)")
+	sciOnly := flag.Bool("sci", false, "measure only the sci runtime (numpy and pandas; a child built from the sci module)")
+	noSci := flag.Bool("no-sci", false, "leave the sci runtime out of the full run")
 	flag.Parse()
 	if *p2Only {
 		r, err := measureP2(context.Background(), *p2Rounds, *p2CLI)
@@ -95,6 +107,19 @@ func main() {
 			_ = json.NewEncoder(os.Stdout).Encode(r)
 		} else {
 			printP2(r)
+		}
+		return
+	}
+	if *sciOnly {
+		row, err := sciNumbers(context.Background(), map[bool]int{true: 3, false: 5}[*quick])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "compare:", err)
+			os.Exit(1)
+		}
+		if *asJSON {
+			_ = json.NewEncoder(os.Stdout).Encode(row)
+		} else {
+			printSci(row)
 		}
 		return
 	}
@@ -119,13 +144,13 @@ func main() {
 		}
 		return
 	}
-	if err := run(*quick, *asJSON, *cg); err != nil {
+	if err := run(*quick, *asJSON, *cg, !*noSci); err != nil {
 		fmt.Fprintln(os.Stderr, "compare:", err)
 		os.Exit(1)
 	}
 }
 
-func run(quick, asJSON, cg bool) error {
+func run(quick, asJSON, cg, sci bool) error {
 	ctx := context.Background()
 	r := report{Cores: runtime.NumCPU(), Quick: quick, Peers: map[string]peerRow{}, Skipped: []string{}}
 	reps, w0n, rounds := 7, 200, 5
@@ -184,7 +209,7 @@ func run(quick, asJSON, cg bool) error {
 			}
 			ms = append(ms, v)
 		}
-		p.row.FreshRun = summarise(ms)
+		p.row.FreshRun = bench.Summarise(ms)
 		p.row.FreshRunP50MS = p.row.FreshRun.Median
 	}
 
@@ -199,7 +224,7 @@ func run(quick, asJSON, cg bool) error {
 		ours       *float64
 		native     **float64
 		ratio      **float64
-		spread     *spread
+		spread     *bench.Spread
 	}{
 		{"W1", bench.W1, &r.W1Seconds, &r.W1NativeSeconds, &r.W1RatioVsNative, &r.W1RatioSpread},
 		{"W2", bench.W2, &r.W2Seconds, &r.W2NativeSeconds, &r.W2RatioVsNative, &r.W2RatioSpread},
@@ -234,30 +259,30 @@ func run(quick, asJSON, cg bool) error {
 				}
 			}
 		}
-		*w.ours = summarise(ours).Median
+		*w.ours = bench.Summarise(ours).Median
 		if len(native) > 0 {
-			n, s := summarise(native).Median, summarise(ratios)
+			n, s := bench.Summarise(native).Median, bench.Summarise(ratios)
 			*w.native, *w.ratio, *w.spread = &n, &s.Median, s
 		}
 		for _, p := range peers {
 			if len(peerS[p]) == 0 {
 				continue
 			}
-			s := summarise(peerR[p])
+			s := bench.Summarise(peerR[p])
 			switch w.name {
 			case "W1":
-				p.row.W1Seconds, p.row.W1RatioSpread = summarise(peerS[p]).Median, s
+				p.row.W1Seconds, p.row.W1RatioSpread = bench.Summarise(peerS[p]).Median, s
 				if s.N > 0 {
 					p.row.W1RatioVsNativ = &s.Median
 				}
 			case "W2":
-				p.row.W2Seconds, p.row.W2RatioSpread = summarise(peerS[p]).Median, s
+				p.row.W2Seconds, p.row.W2RatioSpread = bench.Summarise(peerS[p]).Median, s
 				if s.N > 0 {
 					p.row.W2RatioVsNativ = &s.Median
 				}
 			}
 		}
-		logf("%s %.3f s, ratio to native %s", w.name, *w.ours, w.spread.format("×", 2))
+		logf("%s %.3f s, ratio to native %s", w.name, *w.ours, w.spread.Format("×", 2))
 	}
 
 	// The deadline's cost: W1's loop in a function (bench.W1Loop: module-level names would make it depend on
@@ -279,7 +304,7 @@ func run(quick, asJSON, cg bool) error {
 			return err
 		}
 		loop := bench.W1Loop(3_000_000)
-		_, _, s, err := pairs(reps,
+		_, _, s, err := bench.Pairs(reps,
 			func() (float64, error) { return bench.GuestTime(ctx, instrumented, loop, 1) },
 			func() (float64, error) { return bench.GuestTime(ctx, plain, loop, 1) })
 		plain.Close(ctx)
@@ -291,7 +316,7 @@ func run(quick, asJSON, cg bool) error {
 	} else {
 		r.Skipped = append(r.Skipped, "deadline overhead: "+err.Error())
 	}
-	logf("deadline overhead %s", r.DeadlineSpread.format("×", 3))
+	logf("deadline overhead %s", r.DeadlineSpread.Format("×", 3))
 
 	// Every engine linked in, side by side. The wasmtime engine lives in its own module
 	// (github.com/wasmbox/wasmbox/wasmtime), which this command cannot import: its row comes from a child.
@@ -309,6 +334,17 @@ func run(quick, asJSON, cg bool) error {
 		r.Skipped = append(r.Skipped, "engine wasmtime: "+err.Error())
 	} else {
 		r.Engines["wasmtime"] = row
+	}
+
+	if sci {
+		row, err := sciNumbers(ctx, rounds)
+		if err != nil {
+			r.Skipped = append(r.Skipped, "sci runtime: "+err.Error())
+		} else {
+			r.Sci, r.SciFreshRunP50MS, r.SciImportMS, r.SciPSSMiB = row, &row.FreshRunP50MS, &row.ImportMS.Median, &row.PSSPerSandboxMiB.Median
+			r.Skipped = append(r.Skipped, row.Skipped...)
+			logf("sci fresh run p50 %.2f ms, import %.0f ms", row.FreshRunP50MS, row.ImportMS.Median)
+		}
 	}
 
 	// Native CPython's start, for scale.
@@ -353,7 +389,7 @@ func run(quick, asJSON, cg bool) error {
 		r.Skipped = append(r.Skipped, "W3 tool calls: "+err.Error())
 	}
 	for _, p := range peers {
-		p.row.ToolCall = summarise(p.toolUS)
+		p.row.ToolCall = bench.Summarise(p.toolUS)
 		if len(p.toolUS) > 0 {
 			p.row.ToolCallUS = &p.row.ToolCall.Median
 		}
@@ -365,7 +401,7 @@ func run(quick, asJSON, cg bool) error {
 	if quick {
 		ns = 12
 	}
-	if s, err := pssPerSession(ctx, sb, ns, rounds); err == nil {
+	if s, err := bench.PSSPerSession(ctx, sb, ns, rounds); err == nil {
 		r.RSSPerSandboxMiB, r.PSSSpread = s.Median, s
 	} else {
 		r.Skipped = append(r.Skipped, "W4: "+err.Error())
@@ -380,7 +416,7 @@ func run(quick, asJSON, cg bool) error {
 	for range max(rounds-2, 2) {
 		rps = append(rps, throughput(ctx, sb, dur))
 	}
-	r.RunsPerSecSpread = summarise(rps)
+	r.RunsPerSecSpread = bench.Summarise(rps)
 	r.RunsPerSec = r.RunsPerSecSpread.Median
 
 	// P2: a new process (the CLI) to its first result, with the cache warm and from a precompiled directory, with
@@ -493,12 +529,12 @@ func printTable(r report) {
 	if r.P2 != nil && r.P2.WasmtimeWarmCache != nil {
 		row("  a program on the wasmtime engine (p50)", fmt.Sprintf("%.1f ms", r.P2.WasmtimeWarmCache.MedianMS), "", "P2 ≤ 150 ms")
 	}
-	row("W1 pure-Python loop", fmt.Sprintf("%.3f s", r.W1Seconds), f(r.W1NativeSeconds, "%.3f s"), r.W1RatioSpread.format("×", 2)+" P3 ≤ 3×")
-	row("W2 json 20k dicts", fmt.Sprintf("%.3f s", r.W2Seconds), f(r.W2NativeSeconds, "%.3f s"), r.W2RatioSpread.format("×", 2)+" P3 ≤ 3×")
-	row("deadline cost on W1's loop", r.DeadlineSpread.format("×", 3), "", "P4 ≤ ×1.10")
-	row("W3 tool call through the Gate", r.ToolCallSpread.format(" µs", 2), "", "P5 ≤ 2 µs")
-	row("W4 PSS per live idle sandbox", r.PSSSpread.format(" MiB", 2), "", "P6 ≤ 2 MiB")
-	row("W5 trivial runs/s, all cores", r.RunsPerSecSpread.format("", 0), "", "P7 ≥ 1,500")
+	row("W1 pure-Python loop", fmt.Sprintf("%.3f s", r.W1Seconds), f(r.W1NativeSeconds, "%.3f s"), r.W1RatioSpread.Format("×", 2)+" P3 ≤ 3×")
+	row("W2 json 20k dicts", fmt.Sprintf("%.3f s", r.W2Seconds), f(r.W2NativeSeconds, "%.3f s"), r.W2RatioSpread.Format("×", 2)+" P3 ≤ 3×")
+	row("deadline cost on W1's loop", r.DeadlineSpread.Format("×", 3), "", "P4 ≤ ×1.10")
+	row("W3 tool call through the Gate", r.ToolCallSpread.Format(" µs", 2), "", "P5 ≤ 2 µs")
+	row("W4 PSS per live idle sandbox", r.PSSSpread.Format(" MiB", 2), "", "P6 ≤ 2 MiB")
+	row("W5 trivial runs/s, all cores", r.RunsPerSecSpread.Format("", 0), "", "P7 ≥ 1,500")
 	if c := r.Callgrind; c != nil {
 		row("W1 instructions per iteration", fmt.Sprintf("%.1f (no deadline %.1f)", c.WasmboxPerIter, c.PlainPerIter), fmt.Sprintf("%.1f", c.NativePerIter),
 			fmt.Sprintf("×%.3f of native; deadline ×%.3f (callgrind)", c.WasmboxPerIter/c.NativePerIter, c.WasmboxPerIter/c.PlainPerIter))
@@ -522,13 +558,14 @@ func printTable(r report) {
 			e.W1Seconds, ratio(e.W1Seconds, r.W1NativeSeconds), e.W2Seconds, ratio(e.W2Seconds, r.W2NativeSeconds), target)
 	}
 	printP2(r.P2)
+	printSci(r.Sci)
 	for _, name := range slices.Sorted(maps.Keys(r.Peers)) {
 		p := r.Peers[name]
 		fmt.Printf("\npeer %s (%s %s, in node; timed around the call in node)\n", name, p.Package, p.Version)
-		row("  fresh instance + print(1) p50", p.FreshRun.format(" ms", 2), "", "")
-		row("  W1 pure-Python loop", fmt.Sprintf("%.3f s", p.W1Seconds), "", p.W1RatioSpread.format("×", 2))
-		row("  W2 json 20k dicts", fmt.Sprintf("%.3f s", p.W2Seconds), "", p.W2RatioSpread.format("×", 2))
-		row("  host function call", p.ToolCall.format(" µs", 2), "", "no gate, no audit")
+		row("  fresh instance + print(1) p50", p.FreshRun.Format(" ms", 2), "", "")
+		row("  W1 pure-Python loop", fmt.Sprintf("%.3f s", p.W1Seconds), "", p.W1RatioSpread.Format("×", 2))
+		row("  W2 json 20k dicts", fmt.Sprintf("%.3f s", p.W2Seconds), "", p.W2RatioSpread.Format("×", 2))
+		row("  host function call", p.ToolCall.Format(" µs", 2), "", "no gate, no audit")
 		for _, e := range p.Errors {
 			fmt.Println("  not measured:", e)
 		}
@@ -605,7 +642,7 @@ func compareBuilds(ctx context.Context, dir string, quick, cg bool) error {
 			}
 			a, b, ratio = append(a, x), append(b, y), append(ratio, x/y)
 		}
-		sa, sb, sr := summarise(a), summarise(b), summarise(ratio)
+		sa, sb, sr := bench.Summarise(a), bench.Summarise(b), bench.Summarise(ratio)
 		fmt.Printf("%s: shipped %.3f s (%.3f–%.3f), %s %.3f s (%.3f–%.3f): the shipped build takes ×%.3f (%.3f–%.3f) the time, median of %d interleaved pairs\n",
 			w.Name, sa.Median, sa.Min, sa.Max, dir, sb.Median, sb.Min, sb.Max, sr.Median, sr.Min, sr.Max, reps)
 	}

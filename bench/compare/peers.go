@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"encoding/json"
 	"fmt"
+	"github.com/wasmbox/wasmbox/bench"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,19 +19,19 @@ var peersScript []byte
 
 // peerRow holds a peer sandbox's figures under the same keys as wasmbox's own.
 type peerRow struct {
-	Package        string   `json:"package"`
-	Version        string   `json:"version"`
-	FreshRunP50MS  float64  `json:"fresh_run_p50_ms"`
-	FreshRun       spread   `json:"fresh_run_ms_spread"`
-	W1Seconds      float64  `json:"w1_seconds"`
-	W1RatioVsNativ *float64 `json:"w1_ratio_vs_native"`
-	W1RatioSpread  spread   `json:"w1_ratio_spread"`
-	W2Seconds      float64  `json:"w2_seconds"`
-	W2RatioVsNativ *float64 `json:"w2_ratio_vs_native"`
-	W2RatioSpread  spread   `json:"w2_ratio_spread"`
-	ToolCallUS     *float64 `json:"tool_call_us"`
-	ToolCall       spread   `json:"tool_call_us_spread"`
-	Errors         []string `json:"errors,omitempty"`
+	Package        string       `json:"package"`
+	Version        string       `json:"version"`
+	FreshRunP50MS  float64      `json:"fresh_run_p50_ms"`
+	FreshRun       bench.Spread `json:"fresh_run_ms_spread"`
+	W1Seconds      float64      `json:"w1_seconds"`
+	W1RatioVsNativ *float64     `json:"w1_ratio_vs_native"`
+	W1RatioSpread  bench.Spread `json:"w1_ratio_spread"`
+	W2Seconds      float64      `json:"w2_seconds"`
+	W2RatioVsNativ *float64     `json:"w2_ratio_vs_native"`
+	W2RatioSpread  bench.Spread `json:"w2_ratio_spread"`
+	ToolCallUS     *float64     `json:"tool_call_us"`
+	ToolCall       bench.Spread `json:"tool_call_us_spread"`
+	Errors         []string     `json:"errors,omitempty"`
 }
 
 // peer is a running node process serving one peer's workloads (peers.mjs).

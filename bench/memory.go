@@ -1,4 +1,4 @@
-package main
+package bench
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"github.com/wasmbox/wasmbox/wasmbox"
 )
 
-// pssPerSession measures W4: the proportional set size that n live idle sessions add to the process, divided
+// PSSPerSession measures W4: the proportional set size that n live idle sessions add to the process, divided
 // by n, rounds times (each a spread entry, MiB).
 //
 // Each round reads the process's PSS with no session open and again with n open, both right after a full
@@ -19,7 +19,7 @@ import (
 // before is not counted for or against the sessions. A warm-up round first brings the pools and caches to
 // their steady state. Live sessions only add mappings and heap, so a negative delta means the method failed:
 // it is reported as an error, never clamped.
-func pssPerSession(ctx context.Context, sb *wasmbox.Sandbox, n, rounds int) (spread, error) {
+func PSSPerSession(ctx context.Context, sb *wasmbox.Sandbox, n, rounds int) (Spread, error) {
 	open := func() ([]*wasmbox.Session, error) {
 		var ss []*wasmbox.Session
 		for range n {
@@ -42,37 +42,37 @@ func pssPerSession(ctx context.Context, sb *wasmbox.Sandbox, n, rounds int) (spr
 	warm, err := open()
 	closeAll(warm)
 	if err != nil {
-		return spread{}, err
+		return Spread{}, err
 	}
 	var per []float64
 	for range rounds {
 		debug.FreeOSMemory()
-		before, err := pss()
+		before, err := PSS()
 		if err != nil {
-			return spread{}, err
+			return Spread{}, err
 		}
 		ss, err := open()
 		if err != nil {
 			closeAll(ss)
-			return spread{}, err
+			return Spread{}, err
 		}
 		debug.FreeOSMemory()
-		after, err := pss()
+		after, err := PSS()
 		closeAll(ss)
 		if err != nil {
-			return spread{}, err
+			return Spread{}, err
 		}
 		d := float64(after-before) / float64(n) / 1024
 		if d < 0 {
-			return spread{}, fmt.Errorf("PSS fell by %d KiB with %d sessions open: the measure is disturbed", before-after, n)
+			return Spread{}, fmt.Errorf("PSS fell by %d KiB with %d sessions open: the measure is disturbed", before-after, n)
 		}
 		per = append(per, d)
 	}
-	return summarise(per), nil
+	return Summarise(per), nil
 }
 
-// pss reads the process's proportional set size in KiB.
-func pss() (int64, error) {
+// PSS reads the process's proportional set size in KiB.
+func PSS() (int64, error) {
 	b, err := os.ReadFile("/proc/self/smaps_rollup")
 	if err != nil {
 		return 0, fmt.Errorf("PSS needs Linux /proc/self/smaps_rollup: %w", err)

@@ -1,13 +1,13 @@
-package main
+package bench
 
 import (
 	"fmt"
 	"slices"
 )
 
-// spread summarises repeated measures of one figure: the median, the quartiles and the extremes, so that a
+// Spread summarises repeated measures of one figure: the median, the quartiles and the extremes, so that a
 // reader can see how far apart the repetitions were before trusting a difference.
-type spread struct {
+type Spread struct {
 	Median float64 `json:"median"`
 	Q1     float64 `json:"q1"`
 	Q3     float64 `json:"q3"`
@@ -16,14 +16,14 @@ type spread struct {
 	N      int     `json:"n"`
 }
 
-// summarise returns the spread of xs (which it does not modify); the zero spread for none.
-func summarise(xs []float64) spread {
+// Summarise returns the spread of xs (which it does not modify); the zero spread for none.
+func Summarise(xs []float64) Spread {
 	if len(xs) == 0 {
-		return spread{}
+		return Spread{}
 	}
 	s := slices.Clone(xs)
 	slices.Sort(s)
-	return spread{Median: quantile(s, 0.5), Q1: quantile(s, 0.25), Q3: quantile(s, 0.75), Min: s[0], Max: s[len(s)-1], N: len(s)}
+	return Spread{Median: quantile(s, 0.5), Q1: quantile(s, 0.25), Q3: quantile(s, 0.75), Min: s[0], Max: s[len(s)-1], N: len(s)}
 }
 
 // quantile interpolates linearly between the two nearest ranks of the sorted s.
@@ -39,8 +39,8 @@ func quantile(s []float64, q float64) float64 {
 	return s[i] + (pos-float64(i))*(s[i+1]-s[i])
 }
 
-// String prints the median and the range, e.g. "×2.41 (2.30–2.55, n=7)".
-func (s spread) format(unit string, prec int) string {
+// Format prints the median and the range, e.g. "×2.41 (2.30–2.55, n=7)".
+func (s Spread) Format(unit string, prec int) string {
 	if s.N == 0 {
 		return "—"
 	}
@@ -51,23 +51,23 @@ func (s spread) format(unit string, prec int) string {
 	return fmt.Sprintf("%s%s (%s–%s, n=%d)", p(s.Median), unit, p(s.Min), p(s.Max), s.N)
 }
 
-// pairs runs a then b, n times (A B A B …), and returns both series and the spread of the ratios a/b of each
+// Pairs runs a then b, n times (A B A B …), and returns both series and the spread of the ratios a/b of each
 // pair: machine-wide slowdowns hit both members of a pair alike, so the ratio is steadier than either figure.
-func pairs(n int, a, b func() (float64, error)) (as, bs []float64, ratio spread, err error) {
+func Pairs(n int, a, b func() (float64, error)) (as, bs []float64, ratio Spread, err error) {
 	var rs []float64
 	for range n {
 		x, err := a()
 		if err != nil {
-			return nil, nil, spread{}, err
+			return nil, nil, Spread{}, err
 		}
 		y, err := b()
 		if err != nil {
-			return nil, nil, spread{}, err
+			return nil, nil, Spread{}, err
 		}
 		if y <= 0 {
-			return nil, nil, spread{}, fmt.Errorf("a measure of %v is not a duration", y)
+			return nil, nil, Spread{}, fmt.Errorf("a measure of %v is not a duration", y)
 		}
 		as, bs, rs = append(as, x), append(bs, y), append(rs, x/y)
 	}
-	return as, bs, summarise(rs), nil
+	return as, bs, Summarise(rs), nil
 }
