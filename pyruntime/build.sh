@@ -253,7 +253,7 @@ PYTHONHASHSEED=0 "$native/python" -E -s -m compileall -q -j1 --invalidation-mode
 "$native/python" -E -s "$here/tools/mkzip.py" "$lib" "$stage/stdlib.zip"
 
 log "tzdata"
-tz="$work/tzdata"; rm -rf "$tz"; mkdir -p "$tz"; dpkg -x "$dl/tzdata.deb" "$tz"
+tz="$work/tzdata"; rm -rf "$tz"; mkdir -p "$tz"; dpkg -x "$dl/tzdata.deb" "$tz"; dpkg -x "$dl/tzdata-legacy.deb" "$tz"
 zi="$tz/usr/share/zoneinfo"
 rm -rf "$zi/right" "$zi/posix" "$zi/posixrules"
 find "$zi" -type l | while read -r l; do t=$(readlink -f "$l"); rm "$l"; cp "$t" "$l"; done

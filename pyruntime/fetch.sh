@@ -24,7 +24,7 @@ apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/etc/sources.list" -o Dir::Etc::Sourc
 have_all() {
   for f in $ORIG_TARBALLS; do [ -s "$dl/$f" ] || return 1; done
   ls "$dl"/wasi-libc_"${WASI_LIBC_VERSION#*:}"_all.deb >/dev/null 2>&1 || return 1
-  [ -s "$dl/tzdata.deb" ] || return 1
+  [ -s "$dl/tzdata.deb" ] && [ -s "$dl/tzdata-legacy.deb" ] || return 1
 }
 if have_all; then echo "fetch: all inputs present in $dl"; exit 0; fi
 
@@ -33,6 +33,9 @@ cd "$dl"
 apt-get "${apt_opts[@]}" -qq download "wasi-libc=$WASI_LIBC_VERSION"
 apt-get "${apt_opts[@]}" -qq download "tzdata=$TZDATA_VERSION"
 mv -f tzdata_*.deb tzdata.deb
+# the backward-compatible names (US/Pacific, EST5EDT, Etc/...), which Debian 13 moved to a package of their own
+apt-get "${apt_opts[@]}" -qq download "tzdata-legacy=$TZDATA_VERSION"
+mv -f tzdata-legacy_*.deb tzdata-legacy.deb
 # Only the upstream .orig tarballs are used; some security .dsc files 404, so fetch each source package on its own
 # and tolerate a failure as long as the orig tarball arrived.
 for src in "python3.13=$PYTHON_DEB_VERSION" "sqlite3=$SQLITE_DEB_VERSION" "zlib=$ZLIB_DEB_VERSION" \

@@ -55,6 +55,15 @@ def datetime_zoneinfo():
     d = datetime.datetime(2024, 7, 1, 12, tzinfo=zoneinfo.ZoneInfo("Europe/Paris"))
     return d.utcoffset() == datetime.timedelta(hours=2) and d.astimezone(zoneinfo.ZoneInfo("America/New_York")).hour == 6
 @check
+def zoneinfo_legacy_names():
+    # The backward-compatible names that code and pandas' own tests use (Debian ships them apart, in tzdata-legacy).
+    import datetime, zoneinfo
+    d = datetime.datetime(2024, 1, 15, 12)
+    return (d.replace(tzinfo=zoneinfo.ZoneInfo("US/Pacific")).utcoffset() == datetime.timedelta(hours=-8)
+            and d.replace(tzinfo=zoneinfo.ZoneInfo("US/Eastern")).utcoffset() == datetime.timedelta(hours=-5)
+            and d.replace(tzinfo=zoneinfo.ZoneInfo("EST5EDT")).utcoffset() == datetime.timedelta(hours=-5)
+            and "US/Pacific" in zoneinfo.available_timezones())
+@check
 def collections_():
     import collections; return collections.Counter("abca").most_common(1) == [("a", 2)]
 @check
