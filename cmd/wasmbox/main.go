@@ -2,10 +2,10 @@
 //
 //	wasmbox run [--timeout D] [--memory SIZE] [--output-limit SIZE] [--env KEY=VALUE]... [--stdin]
 //	            [--workspace DIR] [--writeback] [--audit LOG] [--json] (FILE | -c CODE | -)
-//	            [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE]
+//	            [--mcp 'CMD ARGS' | --mcp URL]... [--approve allow|deny|ask] [--policy FILE] [--runtime NAME]
 //	wasmbox mcp [--http ADDR] [--timeout D] [--memory SIZE] [--max-sessions N] [--idle-timeout D] ...
 //	wasmbox version [--json]
-//	wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
+//	wasmbox precompile [--preload MODULE]... [--snapshot-only] [--runtime NAME] DIR
 //	wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 //
 // Exit codes: 124 on timeout; 2 on usage errors; 125 when wasmbox fails; otherwise the program's own, except that
@@ -26,6 +26,10 @@
 // WASMBOX_STARTTRACE (set, or the Unix nanoseconds at which a parent started this process) prints on stderr, at
 // exit, one line "wasmbox starttrace: " followed by a JSON list of the phases of the start (wall and CPU time),
 // for bench/compare's cold-start figures.
+//
+// --runtime picks the interpreter among those this build links in (`wasmbox version` lists them): this command
+// has "base" only; github.com/wasmbox/wasmbox/sci/cmd/wasmbox-sci is the same command with "sci" (numpy and
+// pandas) as well. A runtime that is not linked in is a usage error that says where it is.
 package main
 
 import (

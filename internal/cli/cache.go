@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/wasmbox/wasmbox/assets"
 	"io"
 	"os"
 	"strings"
@@ -92,7 +93,8 @@ func compileProgress(stderr io.Writer, cacheDir string) func(wasmbox.CompileEven
 	}
 }
 
-// precompileMain bakes a precompiled directory: `wasmbox precompile [--preload M]... [--snapshot-only] DIR`.
+// precompileMain bakes a precompiled directory: `wasmbox precompile [--preload M]... [--snapshot-only]
+// [--runtime NAME] DIR` (without --preload, the runtime's own preloads: numpy and pandas for sci).
 func precompileMain(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("wasmbox precompile", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -102,15 +104,20 @@ func precompileMain(ctx context.Context, args []string, stdout, stderr io.Writer
 		return nil
 	})
 	snapshotOnly := fs.Bool("snapshot-only", false, "leave out the compiled interpreter that initialises other configurations (about 45 MB less; the directory then serves this configuration only)")
+	runtimeName := runtimeFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
+	}
+	if _, err := assets.LookupRuntime(*runtimeName); err != nil {
+		fmt.Fprintf(stderr, "wasmbox precompile: --runtime: %v\n%s", err, usageText)
+		return exitUsage
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintf(stderr, "wasmbox precompile: give exactly one DIR\n%s", usageText)
 		return exitUsage
 	}
 	dir := fs.Arg(0)
-	cfg := wasmbox.Config{Preload: preload, OnCompile: compileProgress(stderr, dir)}
+	cfg := wasmbox.Config{Preload: preload, Runtime: *runtimeName, OnCompile: compileProgress(stderr, dir)}
 	start := time.Now()
 	bake := wasmbox.Precompile
 	if *snapshotOnly {

@@ -50,7 +50,7 @@ const usageText = `usage:
               [--output-limit SIZE] [--workspace-size SIZE]
               [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE] [--runtime NAME]
   wasmbox version [--json]
-  wasmbox precompile [--preload MODULE]... [--snapshot-only] DIR
+  wasmbox precompile [--preload MODULE]... [--snapshot-only] [--runtime NAME] DIR
   wasmbox audit verify [--key-file F | --key-env VAR] [--head HASH] [--count N] FILE
 `
 

@@ -122,7 +122,7 @@ func TestVersion(t *testing.T) {
 // --runtime names a runtime this build does not link: a usage error that says where it comes from, before any
 // interpreter starts.
 func TestRuntimeFlag(t *testing.T) {
-	for _, cmd := range [][]string{{"run", "--runtime", "sci", "-c", "print(1)"}, {"mcp", "--runtime", "sci"}} {
+	for _, cmd := range [][]string{{"run", "--runtime", "sci", "-c", "print(1)"}, {"mcp", "--runtime", "sci"}, {"precompile", "--runtime", "sci", t.TempDir()}} {
 		code, out, errs := cli(t, "", cmd...)
 		if code != 2 || out != "" || !strings.Contains(errs, "github.com/wasmbox/wasmbox/sci") {
 			t.Errorf("%v: exit %d stdout %q stderr %q", cmd, code, out, errs)
