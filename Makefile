@@ -2,7 +2,7 @@
 # (pyruntime/build.sh installs it with apt-get) and 12 to 20 minutes on 2 cores.
 GO ?= go
 
-.PHONY: test test-race interpreter interpreter-plain interpreter-profile verify-interpreter bench compare conformance conformance-update conformance-ci
+.PHONY: sci-suites test test-race interpreter interpreter-plain interpreter-profile verify-interpreter bench compare conformance conformance-update conformance-ci
 
 test:
 	$(GO) test ./...
@@ -44,3 +44,8 @@ conformance-update:
 
 conformance-ci:
 	conformance/run.sh ci
+
+# numpy's and pandas' own test suites in the sci runtime: every module of sci/suites/modules.txt, each failure
+# checked against sci/suites/expectations.txt (CI runs the ci subset).
+sci-suites:
+	ws=$$(sci/suites/prepare.sh) && cd sci && $(GO) run ./internal/suites -ws "$$ws" -set full

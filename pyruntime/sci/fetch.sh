@@ -2,9 +2,10 @@
 # fetch.sh DIR PART... — download the pinned inputs of the sci build from Debian's archive into DIR through a
 # private apt configuration (the machine's apt state is untouched), like pyruntime/fetch.sh.
 #
-# PART is tools (meson, Cython, meson-python), numpy, numpydev (numpy's C headers), pandas or pydeps (pandas'
-# pure-Python dependencies). Each downloaded file is checked against
-# inputs.sha256 by build.sh. A part whose file the archive does not serve is an error that names the file.
+# PART is tools (meson, Cython, meson-python), numpy, numpydev (numpy's C headers), pandas, pydeps (pandas'
+# pure-Python dependencies) or suites (pytest and the test suites' imports, for sci/suites). Each downloaded
+# file is checked against inputs.sha256 by build.sh (and sci/suites/prepare.sh). A part whose file the archive
+# does not serve is an error that names the file.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
@@ -55,6 +56,7 @@ for part in "$@"; do
     pydeps) binary python3-dateutil "$DATEUTIL_DEB_VERSION" "$DATEUTIL_DEB"
             binary python3-six "$SIX_DEB_VERSION" "$SIX_DEB"
             binary python3-pytz "$PYTZ_DEB_VERSION" "$PYTZ_DEB";;
+    suites) for pv in $SUITE_DEBS; do binary "${pv%%=*}" "${pv#*=}" "${pv%%=*}_${pv#*=}_all.deb"; done;;
     *) echo "fetch: unknown part $part" >&2; exit 2;;
   esac
 done

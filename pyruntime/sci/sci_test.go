@@ -1,6 +1,7 @@
 // Tests of the sci interpreter built by pyruntime/sci/build.sh, loaded through wasmbox as Config.Interpreter.
 // They run when the artifacts exist (build/sci of this repository, or the folder named by WASMBOX_SCI_DIR) and
-// skip with the reason otherwise; the artifacts are large and never committed.
+// skip with the reason otherwise. They test a fresh build before sci/update.sh ships it into the sci Go module,
+// whose own tests cover the shipped artifacts.
 package sci_test
 
 import (
