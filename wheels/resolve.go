@@ -95,6 +95,14 @@ func (wh *Wheelhouse) Resolve(ctx context.Context, name, spec string) (*Plan, er
 // ResolveAll is Resolve for several requirements at once ("textfmt>=2", "attrs==23.2.0"), resolved together so
 // that they share one consistent set of dependencies.
 func (wh *Wheelhouse) ResolveAll(ctx context.Context, requirements ...string) (*Plan, error) {
+	reqs, err := parseRoots(requirements)
+	if err != nil {
+		return nil, err
+	}
+	return wh.resolve(ctx, reqs)
+}
+
+func parseRoots(requirements []string) ([]requirement, error) {
 	var reqs []requirement
 	for _, r := range requirements {
 		req, err := parseRoot(r)
@@ -106,7 +114,7 @@ func (wh *Wheelhouse) ResolveAll(ctx context.Context, requirements ...string) (*
 	if len(reqs) == 0 {
 		return nil, newErr(ErrInvalid, "", "no requirement given")
 	}
-	return wh.resolve(ctx, reqs)
+	return reqs, nil
 }
 
 // ResolveWith is ResolveAll with projects the interpreter already provides. A requirement on a provided project
@@ -117,16 +125,9 @@ func (wh *Wheelhouse) ResolveAll(ctx context.Context, requirements ...string) (*
 // only resolves even on an empty wheelhouse (the zero Wheelhouse). Names in provided are compared normalised;
 // a version that does not parse as PEP 440 is an ErrInvalid.
 func (wh *Wheelhouse) ResolveWith(ctx context.Context, provided Provided, requirements ...string) (*Plan, error) {
-	var reqs []requirement
-	for _, r := range requirements {
-		req, err := parseRoot(r)
-		if err != nil {
-			return nil, err
-		}
-		reqs = append(reqs, req)
-	}
-	if len(reqs) == 0 {
-		return nil, newErr(ErrInvalid, "", "no requirement given")
+	reqs, err := parseRoots(requirements)
+	if err != nil {
+		return nil, err
 	}
 	pv := make(map[string]providedVersion, len(provided))
 	for name, v := range provided {

@@ -223,14 +223,15 @@ func main() {
 	update := flag.Bool("update", false, "append unexplained failures to expectations.txt as unclassified")
 	asJSON := flag.Bool("json", false, "print the results as JSON")
 	timeout := flag.Duration("timeout", 30*time.Minute, "the deadline of one module's run")
+	cacheDir := flag.String("cache", os.Getenv("WASMBOX_CACHE_DIR"), "the compile cache (Config.CacheDir; default $WASMBOX_CACHE_DIR, else the user's)")
 	flag.Parse()
-	if err := run(*wsDir, *set, *dir, *update, *asJSON, *timeout); err != nil {
+	if err := run(*wsDir, *set, *dir, *cacheDir, *update, *asJSON, *timeout); err != nil {
 		fmt.Fprintln(os.Stderr, "suites:", err)
 		os.Exit(1)
 	}
 }
 
-func run(wsDir, set, dir string, update, asJSON bool, timeout time.Duration) error {
+func run(wsDir, set, dir, cacheDir string, update, asJSON bool, timeout time.Duration) error {
 	if wsDir == "" {
 		return errors.New("-ws DIR is required (make it with sci/suites/prepare.sh DIR)")
 	}
@@ -249,7 +250,7 @@ func run(wsDir, set, dir string, update, asJSON bool, timeout time.Duration) err
 	ctx := context.Background()
 	// numpy and pandas are imported by the runtime's snapshot; pytest's own imports happen in each run.
 	sb, err := wasmbox.New(ctx, wasmbox.Config{Runtime: "sci", Timeout: timeout, MemoryLimit: 2 << 30,
-		StdoutLimit: 64 << 20, StderrLimit: 16 << 20, WorkspaceBytes: 1 << 30, WorkspaceFiles: 100_000})
+		StdoutLimit: 64 << 20, StderrLimit: 16 << 20, WorkspaceBytes: 1 << 30, WorkspaceFiles: 100_000, CacheDir: cacheDir})
 	if err != nil {
 		return err
 	}
