@@ -27,7 +27,7 @@ for (const p of ["pyodide", "monty"]) {
   for (const k of ["fresh_run_p50_ms", "w1_seconds", "w2_seconds", "tool_call_us"]) if (!(row[k] > 0)) bad.push(p + ": no " + k);
   if (row.errors) bad.push(p + ": " + row.errors.join("; "));
 }
-// The sci runtime's row (a child built from the sci module): its fresh run, import and workloads.
+// The sci runtime row (a child built from the sci module): its fresh run, import and workloads.
 if (!(r.sci_fresh_run_p50_ms > 0) || !(r.sci_import_ms > 0) || !(r.sci && r.sci.workloads && r.sci.workloads.length === 3 && r.sci.workloads.every(w => w.seconds > 0))) bad.push("sci: no row (" + (r.skipped || []).filter(s => s.startsWith("sci")).join("; ") + ")");
 // P2 with the wasmtime engine (its program is built from the nested module; gcc is on every CI machine).
 if (!(r.p2 && r.p2.wasmtime_warm_cache && r.p2.wasmtime_warm_cache.median_ms > 0)) bad.push("P2: no wasmtime figure: " + JSON.stringify((r.p2 && r.p2.unavailable) || r.skipped || null));
