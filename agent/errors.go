@@ -30,6 +30,7 @@ var (
 	ErrToolBudget = errors.New("agent: the task's tool-call limit is used up")
 	// ErrNoCode marks a step whose reply had no Python code (Step.Err); the model gets a nudge.
 	ErrNoCode = errors.New("agent: reply has no Python code")
-	// ErrInstallUnavailable is what install_package reports until a PackageInstaller is plugged in.
-	ErrInstallUnavailable = errors.New("install_package is not available yet: escalation/wheelhouse not configured; only the Python standard library can be used")
+	// ErrInstallUnavailable is what install_package reports until a PackageInstaller is plugged in (its message
+	// then also says what the program can import: the standard library and the runtime's built-in packages).
+	ErrInstallUnavailable = errors.New("install_package is not available yet: escalation/wheelhouse not configured")
 )

@@ -11,8 +11,9 @@ import (
 )
 
 // PackageInstaller installs Python packages for a sandbox session: the hook for a wheelhouse of pure-Python
-// wheels or for escalation to a container. Until one is plugged in
-// with WithPackageInstaller, install_package answers ErrInstallUnavailable.
+// wheels or for escalation to a container. Until one is plugged in with WithPackageInstaller, the Toolkit's
+// install_package answers that a package built into the runtime (numpy in "sci") needs no installation, and
+// ErrInstallUnavailable for anything else, naming what the program can import.
 //
 // InstallPackages is called after the Gate allowed the call (install_package is a mutating tool). It may
 // write files into req.Workspace (for example unpacked wheels under a directory the program adds to
@@ -77,4 +78,29 @@ type PackageInstallerFunc func(ctx context.Context, req InstallRequest) (string,
 // InstallPackages calls f(ctx, req).
 func (f PackageInstallerFunc) InstallPackages(ctx context.Context, req InstallRequest) (string, error) {
 	return f(ctx, req)
+}
+
+// builtinOnly is install_package without an installer: requirements the runtime's built-in packages satisfy are
+// answered as built in (a version they do not satisfy is an error, as with an installer); anything else is
+// ErrInstallUnavailable, naming what the program can import instead.
+func builtinOnly(ctx context.Context, builtin wheels.Provided, reqs []string) (string, error) {
+	can := "only the Python standard library can be used"
+	if len(builtin) > 0 {
+		can = "only the Python standard library and the built-in packages (" + strings.Join(builtinNames(builtin), ", ") + ") can be used"
+	}
+	if len(reqs) == 0 {
+		return "", fmt.Errorf("%w; %s", ErrInstallUnavailable, can)
+	}
+	plan, err := new(wheels.Wheelhouse).ResolveWith(ctx, builtin, reqs...)
+	switch {
+	case errors.Is(err, wheels.ErrNotFound), errors.Is(err, wheels.ErrNotAllowed):
+		return "", fmt.Errorf("%w; %s", ErrInstallUnavailable, can)
+	case err != nil:
+		return "", fmt.Errorf("%w: %w", ErrInstallUnavailable, err)
+	}
+	var b strings.Builder
+	for _, w := range plan.Provided() {
+		fmt.Fprintf(&b, "%s %s is built into this sandbox: import it, no installation is needed\n", w.Name, w.Version)
+	}
+	return b.String(), nil
 }

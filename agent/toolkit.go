@@ -15,6 +15,7 @@ import (
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/wasmbox"
+	"github.com/wasmbox/wasmbox/wheels"
 )
 
 // The names of the five sandbox tools.
@@ -52,7 +53,10 @@ type Toolkit struct {
 	run    *governance.Run
 	opts   options
 	tools  []*SandboxTool
-	defs   map[string]json.RawMessage
+	// builtin are the runtime's built-in packages (Info.BuiltIn): what install_package answers without an
+	// installer.
+	builtin wheels.Provided
+	defs    map[string]json.RawMessage
 }
 
 // NewToolkit starts a session of sb in ws (nil: a fresh workspace). gate must be the Gate sb was configured
@@ -92,7 +96,8 @@ func newToolkit(ctx context.Context, sb *wasmbox.Sandbox, gate *governance.Gate,
 		}
 		return nil, fmt.Errorf("%w: setting up the session: %w", ErrSandbox, err)
 	}
-	k := &Toolkit{se: se, ws: ws, opts: o, run: run, reg: hostfuncs.NewRegistry(), defs: map[string]json.RawMessage{}}
+	k := &Toolkit{se: se, ws: ws, opts: o, run: run, reg: hostfuncs.NewRegistry(), defs: map[string]json.RawMessage{},
+		builtin: wheels.Provided(sb.Info().BuiltIn)}
 	for _, d := range toolDefs {
 		t := hostfuncs.Tool{Name: d.name, Description: d.desc, Parameters: json.RawMessage(d.schema), Effect: d.effect,
 			Handler: k.handler(d.name)}
@@ -398,7 +403,11 @@ func (k *Toolkit) handler(name string) hostfuncs.Handler {
 				return nil, err
 			}
 			if k.opts.installer == nil {
-				return nil, ErrInstallUnavailable
+				out, err := builtinOnly(ctx, k.builtin, in.Packages)
+				if err != nil {
+					return nil, err
+				}
+				return text(out)
 			}
 			out, err := k.opts.installer.InstallPackages(ctx, InstallRequest{Packages: in.Packages, Workspace: k.ws, Session: k.se})
 			if err != nil {

@@ -76,7 +76,7 @@ func TestToolkitTools(t *testing.T) {
 		{"execute", "```python\nprint(total * 2)\n```", "Output:\n1157.0\n"},
 		{"execute", `{"code": "1/0"}`, "Output: (nothing printed)\nError:\nTraceback (most recent call last):\n  File \"<string>\", line 1, in <module>\nZeroDivisionError: division by zero\n"},
 		{"execute", `{"code": "issue_refund(order_id='A-1001', amount=5.0)"}`, "- issue_refund(order_id=\"A-1001\", amount=5.0) -> DENIED by approver:deny_all (auto-denied): it did not run"},
-		{"install_package", `{"packages": ["tabulate"]}`, "error: ToolError: install_package is not available yet: escalation/wheelhouse not configured"},
+		{"install_package", `{"packages": ["tabulate"]}`, "error: ToolError: install_package is not available yet: escalation/wheelhouse not configured; only the Python standard library can be used"},
 		{"install_package", "tabulate", "error: ToolError: install_package is not available yet"},
 		{"read_file", `{"path": "missing.txt"}`, "error: ToolError: cannot read /workspace/missing.txt"},
 		{"read_file", `{"path": "/etc/passwd"}`, "error: ToolError: \"/etc/passwd\" is outside the workspace"},

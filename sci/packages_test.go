@@ -64,4 +64,23 @@ func TestBuiltinPackages(t *testing.T) {
 	if p := a.SystemPrompt(); !strings.Contains(p, "Built in, ready to import (never install them): numpy 2.2.4, pandas 2.2.3") || strings.Contains(p, "Python standard library only") {
 		t.Fatalf("system prompt:\n%s", p)
 	}
+
+	// The Toolkit's install_package without an installer: built-in packages need none, anything else is
+	// unavailable, and the answer names what the program can import (not "only the standard library").
+	k, err := a.NewToolkit(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close(ctx)
+	tool, _ := k.Tool("install_package")
+	for _, tc := range []struct{ in, want, not string }{
+		{`{"packages": ["numpy", "Pandas>=2"]}`, "numpy 2.2.4 is built into this sandbox: import it, no installation is needed\npandas 2.2.3 is built into this sandbox", "error"},
+		{`{"packages": ["numpy<2"]}`, "error: ToolError: install_package is not available yet: escalation/wheelhouse not configured: ", "built into this sandbox:"},
+		{`{"packages": ["numpy", "tabulate"]}`, "only the Python standard library and the built-in packages (numpy 2.2.4, pandas 2.2.3, ", "built into this sandbox:"},
+	} {
+		out, err := tool.Call(ctx, tc.in)
+		if err != nil || !strings.Contains(out, tc.want) || strings.Contains(out, tc.not) {
+			t.Errorf("install_package(%s) without an installer:\n got %q, %v\nwant it to contain %q", tc.in, out, err, tc.want)
+		}
+	}
 }
