@@ -49,7 +49,7 @@ func SessionInstaller() PackageInstaller {
 		builtinOnly := len(done) > 0
 		for _, d := range done {
 			if d.BuiltIn {
-				fmt.Fprintf(&b, "%s %s is built into this sandbox: import it, no installation is needed\n", d.Name, d.Version)
+				writeBuiltIn(&b, d.Wheel)
 				continue
 			}
 			builtinOnly = false
@@ -100,7 +100,12 @@ func builtinOnly(ctx context.Context, builtin wheels.Provided, reqs []string) (s
 	}
 	var b strings.Builder
 	for _, w := range plan.Provided() {
-		fmt.Fprintf(&b, "%s %s is built into this sandbox: import it, no installation is needed\n", w.Name, w.Version)
+		writeBuiltIn(&b, w)
 	}
 	return b.String(), nil
+}
+
+// writeBuiltIn is the line install_package answers for a package built into the runtime.
+func writeBuiltIn(b *strings.Builder, w wheels.Wheel) {
+	fmt.Fprintf(b, "%s %s is built into this sandbox: import it, no installation is needed\n", w.Name, w.Version)
 }
