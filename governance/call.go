@@ -32,6 +32,10 @@ type Call struct {
 	// the agent), container (an escalated container). Empty means unknown; it never matches a policy's
 	// `sources` rule.
 	Source Source
+	// IdempotencyKey is set by the gate for the calls of a durable task: the same for every attempt of the call
+	// (TASK/SEQ), so that a tool run again after its outcome was unknown can recognise the call. Empty
+	// otherwise (RunID and Seq identify a call of other runs). Whatever the caller puts here is overwritten.
+	IdempotencyKey string
 }
 
 // Source says where a call came from.
@@ -138,6 +142,10 @@ const (
 	Deny          Action = iota // the call does not run
 	Allow                       // the call runs (budgets permitting)
 	NeedsApproval               // the call runs only if the Approver says yes
+	// Pause: the call needs a decision that may take long (a person, hours later). In a durable task (see
+	// [Gate.NewTask]) the task pauses at the call, as it does for NeedsApproval, and resumes once the decision
+	// is recorded; in a run without a store it is asked of the Approver, like NeedsApproval.
+	Pause
 )
 
 func (a Action) String() string {
@@ -148,6 +156,8 @@ func (a Action) String() string {
 		return "allow"
 	case NeedsApproval:
 		return "needs_approval"
+	case Pause:
+		return "pause"
 	}
 	return "Action(" + strconv.Itoa(int(a)) + ")"
 }

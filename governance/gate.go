@@ -1,6 +1,7 @@
 package governance
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -92,6 +93,18 @@ type GateConfig struct {
 	// MeterProvider gives the gate's metrics (wasmbox.tool.calls, wasmbox.tool.duration). Nil means the
 	// global one (otel.GetMeterProvider()).
 	MeterProvider metric.MeterProvider
+	// Store keeps durable tasks ([Gate.NewTask], [Gate.ResumeTask], [Gate.Decide]): their journals, counters,
+	// pending calls and audit chains. Nil means none: runs are in memory only and durable tasks are refused
+	// (ErrNoStore). Runs made by NewRun never use it (give them a StoreBudget or StoreAuditor for state shared
+	// across processes).
+	Store Store
+	// StoreAuditKey, if not empty, makes the audit chains of durable tasks HMAC-SHA256 with this key (at least
+	// MinKeyBytes): an edit of a task's journal or chain in the store is then detected even by someone who can
+	// write the store but does not know the key. Every process of a fleet must use the same key.
+	StoreAuditKey []byte
+	// LeaseTTL is how long a process holds a durable task without renewing its lease (it renews every third of
+	// it while the task is open). Zero means DefaultLeaseTTL (30 s).
+	LeaseTTL time.Duration
 }
 
 // Gate is the single point every tool call passes before it runs. A Gate is immutable after NewGate and safe
@@ -134,6 +147,9 @@ type Gate struct {
 	log             hclog.Logger
 	now             func() time.Time
 	tel             *telemetry
+	store           Store
+	storeKey        []byte
+	leaseTTLv       time.Duration
 }
 
 // NewGate returns a gate for cfg.
@@ -160,6 +176,15 @@ func NewGate(cfg GateConfig) (*Gate, error) {
 		toolGrace:       cfg.ToolGrace,
 		log:             cfg.Logger,
 		now:             cfg.Now,
+		store:           cfg.Store,
+		storeKey:        bytes.Clone(cfg.StoreAuditKey),
+		leaseTTLv:       cfg.LeaseTTL,
+	}
+	if n := len(cfg.StoreAuditKey); n > 0 && n < MinKeyBytes {
+		return nil, fmt.Errorf("governance: NewGate: StoreAuditKey is %d bytes, want at least %d", n, MinKeyBytes)
+	}
+	if cfg.LeaseTTL < 0 {
+		return nil, errors.New("governance: NewGate: LeaseTTL is negative")
 	}
 	if g.approvalTimeout == 0 {
 		g.approvalTimeout = DefaultApprovalTimeout
@@ -219,7 +244,35 @@ type Run struct {
 	// lastAudit is the audit context of the last call's context (auditContext): a sandbox's calls of one exec
 	// share a context, so they share one context.WithoutCancel too.
 	lastAudit atomic.Pointer[auditCtx]
+	// task is the durable task whose run this is (Gate.NewTask, Gate.ResumeTask), nil for other runs.
+	task *Task
+	// halted is why the run must end (a pause, a store failure, a divergence), once set.
+	halted atomic.Pointer[haltReason]
 }
+
+type haltReason struct{ err error }
+
+// Halted returns why the run must end now, or nil: a *PausedError when a durable task paused at a call, or
+// an error wrapping ErrStore, ErrDiverged or ErrTaskLost when a durable task can no longer be governed. Every
+// later call of the run is refused with it. A sandbox checks it after each call, as it checks Flooded.
+func (r *Run) Halted() error {
+	if h := r.halted.Load(); h != nil {
+		return h.err
+	}
+	return nil
+}
+
+// halt records the first reason the run must end.
+func (r *Run) halt(err error) { r.halted.CompareAndSwap(nil, &haltReason{err: err}) }
+
+// haltWith halts the run with err and returns it as the outcome of call.
+func (r *Run) haltWith(call Call, err error) (Outcome, error) {
+	r.halt(err)
+	return Outcome{Call: call, Status: StatusDenied, Decision: Decision{Reason: err.Error(), DecidedBy: "gate"}}, r.Halted()
+}
+
+// Task returns the durable task whose run this is, or nil.
+func (r *Run) Task() *Task { return r.task }
 
 // auditCtx is a context and the one its audit records are written under.
 type auditCtx struct{ of, actx context.Context }
@@ -262,6 +315,10 @@ func (r *Run) ID() string { return r.id }
 
 // Usage returns a snapshot of the run's counters.
 func (r *Run) Usage() RunUsage {
+	if t := r.task; t != nil {
+		info := t.Info()
+		return RunUsage{Calls: info.Calls, Denied: info.Denied, CostUnits: info.CostUnits, Irreversible: info.Irrev, PerTool: info.PerTool}
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return RunUsage{Calls: r.calls, Denied: r.denied, Unaudited: r.unaudited, CostUnits: r.cost, Irreversible: r.irreversible, PerTool: maps.Clone(r.perTool)}
@@ -298,7 +355,16 @@ func (r *Run) addDenied() {
 // tool's own spans nest under it.
 func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error) {
 	ctx, span := r.g.tel.start(ctx, &call)
-	out, err := r.do(ctx, call, tool, span)
+	var out Outcome
+	var err error
+	if r.task != nil {
+		call.IdempotencyKey = ""
+		out, err = r.task.do(ctx, call, tool)
+		r.g.tel.end(ctx, span, out, err)
+		return out, err
+	}
+	call.IdempotencyKey = ""
+	out, err = r.do(ctx, call, tool, span)
 	if out.Status == StatusAbandoned && inline(ctx) {
 		return out, err // the span ended when the gate gave up on the tool (inlineJob.abandon)
 	}
@@ -363,7 +429,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 		return r.deny(actx, call, nil, ErrDenied, err, "policy", "policy error: "+err.Error())
 	}
 	switch v.Action {
-	case Allow, NeedsApproval:
+	case Allow, NeedsApproval, Pause:
 	case Deny:
 		return r.deny(actx, call, nil, ErrDenied, nil, "policy", orDefault(v.Reason, "denied by policy"))
 	default:
@@ -396,7 +462,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	g.setArgs(&rec, display)
 	dec := Decision{Allow: true, Reason: orDefault(v.Reason, "allowed by policy"), DecidedBy: "policy"}
 	var approvalWait time.Duration
-	if v.Action == NeedsApproval {
+	if v.Action == NeedsApproval || v.Action == Pause {
 		asked := time.Now()
 		d, kind, cause := g.approve(ctx, ApprovalRequest{
 			Call: call, Reason: orDefault(v.Reason, "approval required"), DisplayArgs: display,

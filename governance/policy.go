@@ -75,8 +75,10 @@ func Combine(policies ...Policy) Policy {
 			out.Cost = max(out.Cost, v.Cost)
 			switch v.Action {
 			case Allow:
-			case NeedsApproval:
-				out.Action = NeedsApproval
+			case NeedsApproval, Pause:
+				if out.Action != Pause {
+					out.Action = v.Action
+				}
 				if v.Reason != "" {
 					reasons = append(reasons, v.Reason)
 				}
@@ -86,7 +88,7 @@ func Combine(policies ...Policy) Policy {
 				return v, nil
 			}
 		}
-		if out.Action == NeedsApproval {
+		if out.Action == NeedsApproval || out.Action == Pause {
 			out.Reason = strings.Join(reasons, "; ")
 		}
 		return out, nil

@@ -1,0 +1,603 @@
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wasmbox/wasmbox/governance"
+)
+
+// RunGovernance checks governance's durable tasks, shared budgets and audit chains on stores made by open:
+// pause at an approval, decide once, resume in another gate (another process, as far as the store can tell)
+// without running a tool twice, outcome-unknown calls, leases, divergence, tampering, and a budget shared by
+// concurrent gates that never overspends. Every subtest opens its own store.
+func RunGovernance(t *testing.T, open func(t *testing.T) governance.Store) {
+	t.Run("PauseDecideResume", func(t *testing.T) { testPauseDecideResume(t, open(t)) })
+	t.Run("DecisionsOnce", func(t *testing.T) { testDecisionsOnce(t, open(t)) })
+	t.Run("Divergence", func(t *testing.T) { testDivergence(t, open(t)) })
+	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, open(t)) })
+	t.Run("Lease", func(t *testing.T) { testLease(t, open(t)) })
+	t.Run("OutcomeUnknown", func(t *testing.T) { testOutcomeUnknown(t, open(t)) })
+	t.Run("Tampering", func(t *testing.T) { testTampering(t, open(t)) })
+	t.Run("LimitsContinue", func(t *testing.T) { testLimitsContinue(t, open(t)) })
+	t.Run("SharedBudget", func(t *testing.T) { testSharedBudget(t, open(t)) })
+	t.Run("SharedAuditChain", func(t *testing.T) { testSharedAuditChain(t, open(t)) })
+}
+
+// policy allows every tool except those named "approve_*", which need approval.
+var policy = governance.PolicyFunc(func(_ context.Context, c governance.Call) (governance.Verdict, error) {
+	if strings.HasPrefix(c.Tool, "approve_") {
+		return governance.Verdict{Action: governance.NeedsApproval, Reason: "a person must approve " + c.Tool}, nil
+	}
+	return governance.Verdict{Action: governance.Allow, Effect: governance.Mutating}, nil
+})
+
+// newGate is one process's gate over store.
+func newGate(t *testing.T, store governance.Store, limits governance.Limits) *governance.Gate {
+	t.Helper()
+	g, err := governance.NewGate(governance.GateConfig{Policy: policy, Auditor: governance.DiscardAuditor{}, Store: store,
+		StoreAuditKey: []byte("0123456789abcdef0123456789abcdef"), Limits: limits, LeaseTTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// tools counts how often each tool really ran, and with which idempotency keys.
+type tools struct {
+	mu   sync.Mutex
+	ran  map[string]int
+	keys []string
+}
+
+func (ts *tools) fn(name string) governance.ToolFunc {
+	return func(ctx context.Context, c governance.Call) ([]byte, error) {
+		ts.mu.Lock()
+		defer ts.mu.Unlock()
+		if ts.ran == nil {
+			ts.ran = map[string]int{}
+		}
+		ts.ran[name]++
+		ts.keys = append(ts.keys, c.IdempotencyKey+"|"+governance.IdempotencyKey(ctx))
+		return []byte(fmt.Sprintf(`{"tool":%q,"args":%s}`, name, c.Args)), nil
+	}
+}
+
+func (ts *tools) count(name string) int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.ran[name]
+}
+
+func call(tool, args string) governance.Call {
+	return governance.Call{Tool: tool, Args: json.RawMessage(args), Source: governance.SourcePython, Effect: governance.Mutating}
+}
+
+// program is a deterministic "program": its calls in order; it stops at the first error, as a program ended by
+// the sandbox would.
+func program(ctx context.Context, run *governance.Run, ts *tools, calls ...governance.Call) ([]string, error) {
+	var results []string
+	for _, c := range calls {
+		out, err := run.Do(ctx, c, ts.fn(c.Tool))
+		if err != nil {
+			if h := run.Halted(); h != nil {
+				return results, h
+			}
+			results = append(results, "error:"+err.Error())
+			continue
+		}
+		results = append(results, string(out.Result))
+	}
+	return results, nil
+}
+
+func testPauseDecideResume(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	steps := []governance.Call{call("read", `{"n":1}`), call("approve_send", `{"to":"bob","body":"hi\u202e"}`), call("read", `{"n":2}`)}
+
+	// Process A: runs until the approval, and pauses.
+	var ta tools
+	ga := newGate(t, store, governance.Limits{})
+	task, err := ga.NewTask(ctx, governance.TaskOptions{Fingerprint: "fp1", Meta: []byte("program v1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = program(ctx, task.Run(), &ta, steps...)
+	var paused *governance.PausedError
+	if !errors.As(err, &paused) || !errors.Is(err, governance.ErrPaused) {
+		t.Fatalf("program reached the approval with %v; want a *PausedError", err)
+	}
+	if paused.Pending.TaskID != task.ID() || paused.Pending.Seq != 2 || paused.Pending.Tool != "approve_send" ||
+		string(paused.Pending.Args) != `{"to":"bob","body":"hi\u202e"}` {
+		t.Fatalf("pending call = %+v; want call 2, approve_send, with its arguments exactly", paused.Pending)
+	}
+	if ta.count("approve_send") != 0 {
+		t.Fatal("the tool that needs approval ran before it was approved")
+	}
+	if _, err := task.Run().Do(ctx, call("read", `{}`), ta.fn("read")); !errors.Is(err, governance.ErrPaused) {
+		t.Fatalf("a call after the pause = %v; want it refused with the pause", err)
+	}
+	if err := task.End(ctx, 5*time.Millisecond, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Every gate on the store sees the pending call.
+	gb := newGate(t, store, governance.Limits{})
+	pend, err := gb.PendingCalls(ctx, "", 0, 0)
+	if err != nil || len(pend) != 1 || pend[0].TaskID != task.ID() || pend[0].Seq != 2 {
+		t.Fatalf("PendingCalls = %+v, %v; want the one paused call", pend, err)
+	}
+	info, err := gb.TaskInfo(ctx, task.ID())
+	if err != nil || info.State != governance.TaskPaused || info.Used != 5*time.Millisecond || info.Token != "" {
+		t.Fatalf("TaskInfo = %+v, %v; want paused with 5ms used and no token shown", info, err)
+	}
+	// Resuming before the decision says it still waits.
+	if _, err := gb.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp1"}); !errors.As(err, &paused) {
+		t.Fatalf("ResumeTask before a decision = %v; want a *PausedError", err)
+	}
+	// Process C decides.
+	gc := newGate(t, store, governance.Limits{})
+	if err := gc.Decide(ctx, task.ID(), 2, governance.TaskDecision{Allow: true, DecidedBy: "approver:test:alice", Reason: "ok"}); err != nil {
+		t.Fatal(err)
+	}
+	if pend, _ := gb.PendingCalls(ctx, "", 0, 0); len(pend) != 0 {
+		t.Fatalf("a decided call is still listed as pending: %+v", pend)
+	}
+	// Process B resumes: the first call comes from the journal, the approved one runs once, the last is new.
+	var tb tools
+	tk, err := gb.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(tk.Meta()) != "program v1" || tk.Replay() != 2 {
+		t.Fatalf("resumed task: Meta %q, Replay %d; want the program and 2 journaled calls", tk.Meta(), tk.Replay())
+	}
+	res, err := program(ctx, tk.Run(), &tb, steps...)
+	if err != nil {
+		t.Fatalf("resumed program: %v", err)
+	}
+	if tb.count("read") != 1 || tb.count("approve_send") != 1 {
+		t.Fatalf("after resume, read ran %d times and approve_send %d; want 1 each (the first read came from the journal)", tb.count("read"), tb.count("approve_send"))
+	}
+	if res[0] != `{"tool":"read","args":{"n":1}}` {
+		t.Fatalf("replayed result = %s; want the recorded one", res[0])
+	}
+	want := tk.ID() + "/2|" + tk.ID() + "/2"
+	if len(tb.keys) == 0 || tb.keys[0] != want {
+		t.Fatalf("the approved tool's idempotency key (call, context) = %v; want %s", tb.keys, want)
+	}
+	if err := tk.End(ctx, time.Millisecond, ""); err != nil {
+		t.Fatal(err)
+	}
+	info, _ = gb.TaskInfo(ctx, task.ID())
+	if info.State != governance.TaskDone || info.Calls != 3 || info.Runs != 2 || info.Used != 6*time.Millisecond {
+		t.Fatalf("TaskInfo = %+v; want done, 3 calls, 2 runs, 6ms used", info)
+	}
+	rep, err := gb.VerifyTask(ctx, task.ID())
+	if err != nil {
+		t.Fatalf("VerifyTask: %v", err)
+	}
+	// allowed+ok (read 1), paused, decided, allowed+ok (send), allowed+ok (read 2).
+	if rep.Records != 8 {
+		t.Fatalf("the task's audit chain has %d records; want 8", rep.Records)
+	}
+	recs, err := gb.TaskRecords(ctx, task.ID(), 1, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var outcomes []string
+	for _, r := range recs {
+		outcomes = append(outcomes, fmt.Sprintf("%d:%s", r.Seq, r.Outcome))
+	}
+	if got := strings.Join(outcomes, " "); got != "1:allowed 1:ok 2:paused 2:decided 2:allowed 2:ok 3:allowed 3:ok" {
+		t.Fatalf("audit chain = %s", got)
+	}
+	if _, err := gb.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp1"}); !errors.Is(err, governance.ErrTaskEnded) {
+		t.Fatalf("resuming a done task = %v; want ErrTaskEnded", err)
+	}
+}
+
+// pauseAt starts a task and runs calls until it pauses.
+func pauseAt(t *testing.T, g *governance.Gate, fp string, calls ...governance.Call) *governance.Task {
+	t.Helper()
+	ctx := context.Background()
+	task, err := g.NewTask(ctx, governance.TaskOptions{Fingerprint: fp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts tools
+	if _, err := program(ctx, task.Run(), &ts, calls...); !errors.Is(err, governance.ErrPaused) {
+		t.Fatalf("program = %v; want it paused", err)
+	}
+	if err := task.End(ctx, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	return task
+}
+
+func testDecisionsOnce(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	g := newGate(t, store, governance.Limits{})
+	task := pauseAt(t, g, "fp", call("read", `{}`), call("approve_x", `{}`))
+	for _, c := range []struct {
+		id   string
+		seq  int64
+		want error
+	}{
+		{"no-such-task", 1, governance.ErrTaskUnknown},
+		{"../../etc/passwd", 1, governance.ErrTaskUnknown},
+		{task.ID(), 1, governance.ErrNotPending},
+		{task.ID(), 3, governance.ErrNotPending},
+		{task.ID(), -1, governance.ErrNotPending},
+	} {
+		if err := g.Decide(ctx, c.id, c.seq, governance.TaskDecision{Allow: true}); !errors.Is(err, c.want) {
+			t.Errorf("Decide(%q, %d) = %v; want %v", c.id, c.seq, err, c.want)
+		}
+	}
+	// Concurrent deciders: exactly one decision is recorded.
+	var wg sync.WaitGroup
+	var ok, refused atomic.Int32
+	for i := range 6 {
+		wg.Go(func() {
+			err := newGate(t, store, governance.Limits{}).Decide(ctx, task.ID(), 2, governance.TaskDecision{Allow: i%2 == 0, DecidedBy: fmt.Sprint("approver:", i)})
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, governance.ErrAlreadyDecided):
+				refused.Add(1)
+			default:
+				t.Errorf("Decide: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 1 || refused.Load() != 5 {
+		t.Fatalf("%d decisions recorded, %d refused; want 1 and 5", ok.Load(), refused.Load())
+	}
+	if _, err := g.VerifyTask(ctx, task.ID()); err != nil {
+		t.Fatalf("VerifyTask after the decision: %v", err)
+	}
+	// A denial reaches the program as a denied call, and the tool never runs.
+	g2 := newGate(t, store, governance.Limits{})
+	if err := g2.Decide(ctx, task.ID(), 2, governance.TaskDecision{Allow: false}); !errors.Is(err, governance.ErrAlreadyDecided) {
+		t.Fatalf("a later Decide = %v; want ErrAlreadyDecided", err)
+	}
+}
+
+func testDivergence(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	g := newGate(t, store, governance.Limits{})
+	task := pauseAt(t, g, "fp", call("read", `{"a":1}`), call("approve_x", `{}`))
+	if err := g.Decide(ctx, task.ID(), 2, governance.TaskDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := g.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts tools
+	_, err = program(ctx, tk.Run(), &ts, call("read", `{"a":2}`), call("approve_x", `{}`))
+	if !errors.Is(err, governance.ErrDiverged) {
+		t.Fatalf("a resumed program with other arguments = %v; want ErrDiverged", err)
+	}
+	if ts.count("read")+ts.count("approve_x") != 0 {
+		t.Fatal("a tool ran in a diverged replay")
+	}
+	_ = tk.End(ctx, 0, "diverged")
+}
+
+func testMismatch(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	g := newGate(t, store, governance.Limits{})
+	task := pauseAt(t, g, "interpreter=abc tools=def", call("approve_x", `{}`))
+	_ = g.Decide(ctx, task.ID(), 1, governance.TaskDecision{Allow: true})
+	_, err := g.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "interpreter=abc tools=XYZ"})
+	if !errors.Is(err, governance.ErrTaskMismatch) || !strings.Contains(err.Error(), "tools=XYZ") {
+		t.Fatalf("ResumeTask with another fingerprint = %v; want ErrTaskMismatch naming both", err)
+	}
+	if _, err := g.ResumeTask(ctx, "task-forged", governance.TaskOptions{}); !errors.Is(err, governance.ErrTaskUnknown) {
+		t.Fatalf("ResumeTask of an unknown ID = %v; want ErrTaskUnknown", err)
+	}
+}
+
+func testLease(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	// Replica A reaches the store through a link that can go down.
+	link := &flakyStore{Store: store}
+	task, err := newGate(t, link, governance.Limits{}).NewTask(ctx, governance.TaskOptions{Fingerprint: "fp", Holder: "replica-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts tools
+	if _, err := task.Run().Do(ctx, call("read", `{"i":1}`), ts.fn("read")); err != nil {
+		t.Fatal(err)
+	}
+	// While A holds it (and renews it, past one TTL), nobody else may resume it.
+	time.Sleep(2500 * time.Millisecond)
+	gb := newGate(t, store, governance.Limits{})
+	_, err = gb.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp", Holder: "replica-b"})
+	if !errors.Is(err, governance.ErrTaskBusy) || !strings.Contains(err.Error(), "replica-a") {
+		t.Fatalf("ResumeTask of a held task = %v; want ErrTaskBusy naming the holder", err)
+	}
+	// A is cut off: its lease expires and B takes the task over, replaying A's call.
+	link.down.Store(true)
+	var tb *governance.Task
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		tb, err = gb.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp", Holder: "replica-b"})
+		if !errors.Is(err, governance.ErrTaskBusy) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("ResumeTask after the holder's lease expired: %v", err)
+	}
+	if tb.Replay() != 1 {
+		t.Fatalf("the taken-over task replays %d calls; want 1", tb.Replay())
+	}
+	// A comes back: it no longer holds the task, and cannot run anything in it.
+	link.down.Store(false)
+	if _, err := task.Run().Do(ctx, call("read", `{"i":2}`), ts.fn("read")); !errors.Is(err, governance.ErrTaskLost) {
+		t.Fatalf("a call by the replica that lost the lease = %v; want ErrTaskLost", err)
+	}
+	if ts.count("read") != 1 {
+		t.Fatalf("read ran %d times on A; want once (before it lost the task)", ts.count("read"))
+	}
+	_ = task.End(ctx, 0, "")
+	var tbTools tools
+	if _, err := program(ctx, tb.Run(), &tbTools, call("read", `{"i":1}`), call("read", `{"i":2}`)); err != nil {
+		t.Fatal(err)
+	}
+	if tbTools.count("read") != 1 {
+		t.Fatalf("read ran %d times on B; want once (call 1 came from the journal)", tbTools.count("read"))
+	}
+	if err := tb.End(ctx, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if info, _ := gb.TaskInfo(ctx, task.ID()); info.State != governance.TaskDone || info.Calls != 2 {
+		t.Fatalf("TaskInfo = %+v; want done with 2 calls", info)
+	}
+}
+
+func testOutcomeUnknown(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	// A store that goes away right after the tool ran: the result cannot be recorded.
+	flaky := &flakyStore{Store: store}
+	g := newGate(t, flaky, governance.Limits{})
+	task, err := g.NewTask(ctx, governance.TaskOptions{Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts tools
+	pay := func(ctx context.Context, c governance.Call) ([]byte, error) {
+		flaky.down.Store(true) // the process dies after the tool took effect, before its result is recorded
+		return ts.fn("pay")(ctx, c)
+	}
+	_, err = task.Run().Do(ctx, call("pay", `{"amount":5}`), pay)
+	if !errors.Is(err, governance.ErrStore) || task.Run().Halted() == nil {
+		t.Fatalf("a call whose result cannot be recorded = %v (halted %v); want ErrStore and the run halted", err, task.Run().Halted())
+	}
+	if _, err := task.Run().Do(ctx, call("read", `{}`), ts.fn("read")); err == nil || ts.count("read") != 0 {
+		t.Fatal("a halted run ran another tool")
+	}
+	if err := task.End(ctx, 0, ""); err == nil {
+		t.Fatal("End with the store down succeeded")
+	}
+	flaky.down.Store(false)
+	// The lease of the dead process expires; another process resumes: the call's outcome is unknown.
+	g2 := newGate(t, store, governance.Limits{})
+	var paused *governance.PausedError
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		_, err = g2.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"})
+		if !errors.Is(err, governance.ErrTaskBusy) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !errors.As(err, &paused) || !paused.Pending.OutcomeUnknown || paused.Pending.Seq != 1 || string(paused.Pending.Args) != `{"amount":5}` {
+		t.Fatalf("ResumeTask after a death mid-call = %v; want a pause on call 1 with its outcome unknown", err)
+	}
+	// Denied: the program sees ErrOutcomeUnknown and the tool is not run again.
+	if err := g2.Decide(ctx, task.ID(), 1, governance.TaskDecision{Allow: false, DecidedBy: "approver:ops"}); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := g2.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var t2 tools
+	_, err = tk.Run().Do(ctx, call("pay", `{"amount":5}`), t2.fn("pay"))
+	if !errors.Is(err, governance.ErrOutcomeUnknown) || t2.count("pay") != 0 {
+		t.Fatalf("the denied unknown call = %v (ran %d times); want ErrOutcomeUnknown, not run", err, t2.count("pay"))
+	}
+	if err := tk.End(ctx, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g2.VerifyTask(ctx, task.ID()); err != nil {
+		t.Fatalf("VerifyTask: %v", err)
+	}
+	if ts.count("pay") != 1 {
+		t.Fatalf("pay ran %d times in all; want once", ts.count("pay"))
+	}
+}
+
+func testTampering(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	g := newGate(t, store, governance.Limits{})
+	task := pauseAt(t, g, "fp", call("read", `{"q":"balance"}`), call("approve_x", `{}`))
+	if err := g.Decide(ctx, task.ID(), 2, governance.TaskDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	// Someone with write access to the store changes what the first call returned.
+	err := store.Update(ctx, func(tx governance.Tx) error {
+		kvs, err := tx.Scan("t/"+task.ID()+"/j/", "", 0)
+		if err != nil || len(kvs) == 0 {
+			return fmt.Errorf("journal not found (%v)", err)
+		}
+		var e map[string]any
+		if err := json.Unmarshal(kvs[0].Value, &e); err != nil {
+			return err
+		}
+		e["result"] = []byte(`{"balance":1000000}`)
+		v, _ := json.Marshal(e)
+		return tx.Put(kvs[0].Key, v)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"}); !errors.Is(err, governance.ErrTampered) {
+		t.Fatalf("ResumeTask of an edited journal = %v; want ErrTampered", err)
+	}
+	// An edited audit record is detected by the chain.
+	task2 := pauseAt(t, g, "fp", call("read", `{}`), call("approve_x", `{}`))
+	err = store.Update(ctx, func(tx governance.Tx) error {
+		kvs, err := tx.Scan("a/t/"+task2.ID()+"/r/", "", 1)
+		if err != nil || len(kvs) == 0 {
+			return fmt.Errorf("chain not found (%v)", err)
+		}
+		return tx.Put(kvs[0].Key, []byte(strings.Replace(string(kvs[0].Value), `"allowed"`, `"denied"`, 1)))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.VerifyTask(ctx, task2.ID()); !errors.Is(err, governance.ErrTampered) {
+		t.Fatalf("VerifyTask of an edited chain = %v; want ErrTampered", err)
+	}
+}
+
+func testLimitsContinue(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	limits := governance.Limits{MaxToolCalls: 3}
+	g := newGate(t, store, limits)
+	task := pauseAt(t, g, "fp", call("read", `{"i":1}`), call("read", `{"i":2}`), call("approve_x", `{}`))
+	if err := g.Decide(ctx, task.ID(), 3, governance.TaskDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	tk, err := newGate(t, store, limits).ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ts tools
+	run := tk.Run()
+	for i, c := range []governance.Call{call("read", `{"i":1}`), call("read", `{"i":2}`), call("approve_x", `{}`)} {
+		if _, err := run.Do(ctx, c, ts.fn(c.Tool)); err != nil {
+			t.Fatalf("call %d: %v", i+1, err)
+		}
+	}
+	// The fourth call of the task is past max_tool_calls: the count continued across the resume.
+	if _, err := run.Do(ctx, call("read", `{"i":4}`), ts.fn("read")); !errors.Is(err, governance.ErrToolLimit) {
+		t.Fatalf("call 4 of a task capped at 3 = %v; want ErrToolLimit", err)
+	}
+	if ts.count("read") != 0 || ts.count("approve_x") != 1 {
+		t.Fatalf("after resume read ran %d times, approve_x %d; want 0 and 1", ts.count("read"), ts.count("approve_x"))
+	}
+	_ = tk.End(ctx, 0, "")
+	if u := run.Usage(); u.Calls != 4 || u.Denied != 1 {
+		t.Fatalf("Usage = %+v; want 4 calls, 1 denied", u)
+	}
+}
+
+func testSharedBudget(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	budget, err := governance.NewStoreBudget(store, "fleet", governance.SharedLimits{MaxCalls: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Int64
+	var wg sync.WaitGroup
+	for range 6 { // six "replicas", each with its own gate
+		wg.Go(func() {
+			g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: governance.DiscardAuditor{},
+				Limits: governance.Limits{MaxToolCalls: 1000}, NewBudget: func(string) governance.Budget { return budget }})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			run := g.NewRun("")
+			for range 20 {
+				_, err := run.Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { ran.Add(1); return nil, nil })
+				if err != nil && !errors.Is(err, governance.ErrBudgetExceeded) {
+					t.Errorf("Do: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	u, err := budget.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 60 || u.Calls != 60 {
+		t.Fatalf("120 calls against a shared budget of 60: %d ran, usage %d; want exactly 60", ran.Load(), u.Calls)
+	}
+}
+
+func testSharedAuditChain(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	key := []byte("fleet-key-0123456789")
+	var wg sync.WaitGroup
+	const writers, each = 5, 12
+	for w := range writers {
+		wg.Go(func() {
+			a, err := governance.NewStoreAuditor(store, "fleet", key)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for i := range each {
+				rec := governance.Record{RunID: fmt.Sprint("replica-", w), Seq: int64(i + 1), Tool: "read", Effect: governance.ReadOnly,
+					Decision: "allow", Outcome: governance.StatusOK, Time: time.Unix(0, 0).UTC()}
+				if err := a.Record(ctx, rec); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rep, err := governance.VerifyStoreChain(ctx, store, "fleet", key)
+	if err != nil || rep.Records != writers*each {
+		t.Fatalf("VerifyStoreChain = %+v, %v; want %d intact records", rep, err, writers*each)
+	}
+	if _, err := governance.VerifyStoreChain(ctx, store, "fleet", []byte("wrong-key-0123456789")); !errors.Is(err, governance.ErrTampered) {
+		t.Fatalf("verification with a wrong key = %v; want ErrTampered", err)
+	}
+	// A record removed from the end is detected through the head.
+	err = store.Update(ctx, func(tx governance.Tx) error { return tx.Delete(fmt.Sprintf("a/fleet/r/%012d", writers*each)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := governance.VerifyStoreChain(ctx, store, "fleet", key); !errors.Is(err, governance.ErrTampered) {
+		t.Fatalf("verification after the last record was removed = %v; want ErrTampered", err)
+	}
+}
+
+// flakyStore fails every transaction while down is set, as a store that went away does.
+type flakyStore struct {
+	governance.Store
+	down atomic.Bool
+}
+
+var errDown = fmt.Errorf("%w: store unreachable (test)", governance.ErrStore)
+
+func (f *flakyStore) Update(ctx context.Context, fn func(governance.Tx) error) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return f.Store.Update(ctx, fn)
+}
+
+func (f *flakyStore) View(ctx context.Context, fn func(governance.Tx) error) error {
+	if f.down.Load() {
+		return errDown
+	}
+	return f.Store.View(ctx, fn)
+}
