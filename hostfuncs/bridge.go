@@ -112,6 +112,10 @@ func (b *Bridge) RunID() string { return b.run.ID() }
 // should end now.
 func (b *Bridge) Flooded() bool { return b.run.Flooded() }
 
+// Halted reports why the governance run refuses every further call and the program must end now (a durable
+// task paused at a call, or lost its store), or nil. See governance.Run.Halted.
+func (b *Bridge) Halted() error { return b.run.Halted() }
+
 // Unrecorded returns the number of calls not kept in Calls because MaxCallRecords was reached.
 func (b *Bridge) Unrecorded() int64 {
 	b.mu.Lock()

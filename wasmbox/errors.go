@@ -44,6 +44,14 @@ var (
 	// ErrSessionBroken: a Session's interpreter was killed (hard deadline, trap, exit) and cannot be trusted;
 	// create a new Session.
 	ErrSessionBroken = errors.New("wasmbox: session interpreter is no longer usable")
+	// ErrPaused: a durable task's program reached a tool call that waits for a decision, and its run ended
+	// there (Result.Paused names the call). It is not a failure: record the decision and resume the task
+	// (Sandbox.ResumeTask). Errors that wrap it also wrap governance.ErrPaused and the *governance.PausedError.
+	ErrPaused = errors.New("wasmbox: task paused for a decision")
+	// ErrGovernance: the gate could no longer govern a durable task's calls (its store failed or went away, the
+	// resumed program diverged from its journal, another process took the task over), so the run ended: no
+	// tool runs ungoverned. The cause says which (governance.ErrStore, ErrDiverged, ErrTaskLost, ...).
+	ErrGovernance = errors.New("wasmbox: tool governance failed")
 )
 
 // ErrorKind classifies a run failure (the CLI's error.kind).
@@ -51,13 +59,15 @@ type ErrorKind string
 
 // Kinds of run failure.
 const (
-	KindPython    ErrorKind = "python"
-	KindTimeout   ErrorKind = "timeout"
-	KindMemory    ErrorKind = "memory"
-	KindOutput    ErrorKind = "output"
-	KindWorkspace ErrorKind = "workspace"
-	KindToolLimit ErrorKind = "tool_limit"
-	KindInternal  ErrorKind = "internal"
+	KindPython     ErrorKind = "python"
+	KindTimeout    ErrorKind = "timeout"
+	KindMemory     ErrorKind = "memory"
+	KindOutput     ErrorKind = "output"
+	KindWorkspace  ErrorKind = "workspace"
+	KindToolLimit  ErrorKind = "tool_limit"
+	KindPaused     ErrorKind = "paused"
+	KindGovernance ErrorKind = "governance"
+	KindInternal   ErrorKind = "internal"
 )
 
 // RunError is the error of a failed run. It wraps a sentinel (ErrTimeout, ...) and the cause.

@@ -72,6 +72,8 @@ type execState struct {
 	// run was ended for it.
 	limitDenied bool
 	flooded     bool
+	// halted is why the governance run ended the program (a durable task paused, or lost its store).
+	halted error
 	// workers runs the tool calls (callTool) when the exec runs on its caller's goroutine; closed when the exec
 	// ends.
 	workers handoff.Pool
@@ -290,6 +292,11 @@ func (h *guestHost) callTool(ctx context.Context, name []byte, args json.RawMess
 			Type string `json:"type"`
 		}
 		st.limitDenied = json.Unmarshal(resp, &e) == nil && e.Type == "ToolLimitExceeded"
+	}
+	if err := st.bridge.Halted(); err != nil {
+		// A durable task paused at this call (or can no longer be governed): the program ends here; a resume
+		// replays it up to this call.
+		st.halted, st.kill = err, true
 	}
 	if st.bridge.Flooded() {
 		// The run's calls are refused and the program keeps calling: end it instead of serving refusals until
@@ -730,7 +737,11 @@ type execRequest struct {
 func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, error) {
 	cfg := g.sb.cfg
 	start := time.Now()
-	runCtx := newRunContext(ctx, cfg.Timeout)
+	timeout := cfg.Timeout
+	if p.timeout > 0 {
+		timeout = p.timeout
+	}
+	runCtx := newRunContext(ctx, timeout)
 	defer runCtx.cancel()
 	ctx = governance.WithDeadlinePauser(runCtx, runCtx)
 	stdout := newCapture(cfg.StdoutLimit, firstWriter(p.Stdout, cfg.Stdout))
@@ -801,6 +812,13 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 		res.ExitCode = -1
 		res.Exception = st.exception
 		return res, runError(KindTimeout, ErrTimeout, runCtx.Err())
+	case killed && st.halted != nil:
+		g.broken = ErrSessionBroken
+		res.ExitCode = -1
+		if errors.Is(st.halted, governance.ErrPaused) {
+			return res, runError(KindPaused, ErrPaused, st.halted)
+		}
+		return res, runError(KindGovernance, ErrGovernance, st.halted)
 	case killed && st.flooded:
 		g.broken = ErrSessionBroken
 		res.ExitCode = -1

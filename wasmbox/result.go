@@ -3,6 +3,7 @@ package wasmbox
 import (
 	"time"
 
+	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 )
 
@@ -43,6 +44,11 @@ type Result struct {
 	RunID string
 	// Workspace is the run's workspace, to read files back or write them out.
 	Workspace *Workspace
+	// TaskID is the durable task this run belongs to (Sandbox.StartTask, Sandbox.ResumeTask), "" otherwise.
+	TaskID string
+	// Paused is the call a durable task's run stopped at, waiting for a decision (the error is then ErrPaused);
+	// nil otherwise.
+	Paused *governance.PendingCall
 }
 
 // PythonError describes an uncaught Python exception.

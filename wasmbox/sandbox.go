@@ -110,6 +110,9 @@ type Program struct {
 	// (Sandbox.Gate().NewRun). Nil means the Session's own run (one per Session, shared by all its Execs), or a
 	// new run for each Sandbox.RunProgram.
 	Governance *governance.Run
+
+	// timeout replaces Config.Timeout for this run (a resumed task's); zero means Config.Timeout.
+	timeout time.Duration
 }
 
 // New validates cfg and prepares the interpreter (compiled once per process).
