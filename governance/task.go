@@ -219,7 +219,9 @@ type Task struct {
 	info    TaskInfo
 	journal []journalEntry // what the store held when the task was opened
 	ended   bool
-	stop    chan struct{}
+	// replayEnded is when the run first made a call the journal does not answer with a recorded outcome.
+	replayEnded time.Time
+	stop        chan struct{}
 	stopped chan struct{}
 }
 
@@ -454,6 +456,24 @@ func (t *Task) Run() *Run { return t.run }
 // Meta returns the caller's data kept with the task (TaskOptions.Meta of NewTask).
 func (t *Task) Meta() []byte { return bytes.Clone(t.meta) }
 
+// SetMeta replaces the caller's data kept with the task (a Session's task adds each Exec's code to it before
+// the Exec runs). At most MaxTaskMeta bytes.
+func (t *Task) SetMeta(ctx context.Context, meta []byte) error {
+	if len(meta) > MaxTaskMeta {
+		return fmt.Errorf("governance: task %s: Meta of %d bytes (max %d)", t.id, len(meta), MaxTaskMeta)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.ended {
+		return fmt.Errorf("%w: task %s was ended by this process", ErrTaskLost, t.id)
+	}
+	err := t.update(ctx, func(tx Tx, info *TaskInfo) error { return tx.Put(taskMetaKey(t.id), meta) })
+	if err == nil {
+		t.meta = bytes.Clone(meta)
+	}
+	return err
+}
+
 // Replay returns how many calls the journal answers before the run makes new ones.
 func (t *Task) Replay() int { return len(t.journal) }
 
@@ -514,6 +534,14 @@ func (t *Task) End(ctx context.Context, used time.Duration, failure string) erro
 	return err
 }
 
+// LiveSince returns when this process's run of the task went past its journal (its first call that was not
+// answered from it), or the zero time if it has not (yet). Time before it was spent replaying.
+func (t *Task) LiveSince() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.replayEnded
+}
+
 // Halted is [Run.Halted] of the task's run.
 func (t *Task) Halted() error { return t.run.Halted() }
 
@@ -530,6 +558,9 @@ func (t *Task) do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error
 	}
 	call.RunID = t.id
 	call.Seq = r.seq.Add(1)
+	if t.replayEnded.IsZero() && int(call.Seq) >= len(t.journal) && (int(call.Seq) > len(t.journal) || t.journal[call.Seq-1].Status == entryPending) {
+		t.replayEnded = time.Now()
+	}
 	argsSum := sha256.Sum256(call.Args)
 	if int(call.Seq) <= len(t.journal) {
 		e := t.journal[call.Seq-1]

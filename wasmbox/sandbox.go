@@ -240,6 +240,14 @@ type Session struct {
 	packages       *vfs.FS
 	// installed: packages were installed since the last Exec began (its import caches must be cleared).
 	installed atomic.Bool
+	// task is the durable task of a Session made by StartSessionTask or ResumeSessionTask (nil otherwise); meta
+	// is what it keeps (the starting workspace and every Exec's code), used the program time of its Execs here,
+	// replaying is set while ResumeSessionTask replays the recorded Execs.
+	task      *governance.Task
+	meta      sessionMeta
+	used      time.Duration
+	replaying bool
+	taskEnded bool
 }
 
 // NewSession starts an interpreter for step-by-step work. ws may be nil for a fresh workspace.
@@ -298,12 +306,20 @@ func (se *Session) execProgram(ctx context.Context, p Program) (*Result, error) 
 		return nil, se.g.broken
 	}
 	se.g.installed = se.installed.Swap(false)
+	if se.task != nil {
+		if err := se.taskExec(ctx, p); err != nil {
+			return nil, err
+		}
+	}
 	if p.Governance == nil {
 		p.Governance = se.run
 	}
 	res, err := se.g.exec(ctx, p, true)
 	if se.g.broken != nil {
 		se.broken.Store(true)
+	}
+	if se.task != nil {
+		res, err = se.taskExecDone(ctx, res, err)
 	}
 	return res, err
 }
@@ -365,6 +381,16 @@ func (se *Session) Close(ctx context.Context) error {
 	}
 	se.g.close(ctx)
 	se.g = nil
+	if se.task != nil && !se.taskEnded {
+		se.taskEnded = true
+		failure := ""
+		if err != nil {
+			failure = err.Error()
+		}
+		if eerr := se.task.End(context.WithoutCancel(ctx), se.used, failure); eerr != nil && err == nil {
+			err = fmt.Errorf("%w: close session: recording the end of task %s: %w", ErrGovernance, se.task.ID(), eerr)
+		}
+	}
 	return err
 }
 

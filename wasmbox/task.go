@@ -113,6 +113,9 @@ func (s *Sandbox) ResumeTask(ctx context.Context, id string, opts TaskOptions) (
 	if err != nil {
 		return nil, fmt.Errorf("wasmbox: ResumeTask: %w", err)
 	}
+	if strings.HasSuffix(info.Fingerprint, sessionKind) {
+		return nil, fmt.Errorf("wasmbox: ResumeTask: %w: task %s is a Session's, not a program's (use ResumeSessionTask)", governance.ErrTaskMismatch, id)
+	}
 	if why := fingerprintDiff(info.Fingerprint, s.taskFingerprint(nil)); why != "" {
 		return nil, fmt.Errorf("wasmbox: ResumeTask: %w: task %s: %s", governance.ErrTaskMismatch, id, why)
 	}
@@ -168,7 +171,7 @@ func (s *Sandbox) runTask(ctx context.Context, task *governance.Task, p Program)
 	res, err := s.RunProgram(ctx, p)
 	var used time.Duration
 	if res != nil {
-		used = res.Duration
+		used = liveTime(task, res.Duration)
 	}
 	halted := task.Halted()
 	var paused *governance.PausedError
@@ -305,4 +308,16 @@ func (s *Sandbox) restoreWorkspace(files []taskFile) (*Workspace, error) {
 		_ = f.Chmod(tf.Path, tf.Mode.Perm())
 	}
 	return ws, nil
+}
+
+// liveTime is the part of a run of d that was not a replay of the task's earlier runs: the program time the
+// task's deadline accounting charges.
+func liveTime(task *governance.Task, d time.Duration) time.Duration {
+	if task.Replay() == 0 {
+		return d
+	}
+	if since := task.LiveSince(); !since.IsZero() {
+		return min(time.Since(since), d)
+	}
+	return 0
 }

@@ -227,3 +227,56 @@ print("after later")
 		t.Fatalf("journal holds %d calls; want 2 (the lookup and the cut)", info.Journal)
 	}
 }
+
+// A Session task: its Execs are recorded; one pauses; another process replays the earlier ones (no tool runs
+// again), goes on with the paused one, and the Session lives on with its globals.
+func TestSessionTaskPausesAndResumes(t *testing.T) {
+	ctx := context.Background()
+	store := new(governance.MemoryStore)
+	a := newTaskProcess(t, store)
+	se, err := a.sb.StartSessionTask(ctx, nil, wasmbox.TaskOptions{ID: "session-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := se.Exec(ctx, `import tools
+amount = tools.get_order("A-1")["amount"]`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := se.Exec(ctx, `ok = tools.issue_refund("A-1", amount)
+print("refunded", ok)`)
+	if !errors.Is(err, wasmbox.ErrPaused) || res.Paused == nil || res.Paused.Tool != "issue_refund" || res.TaskID != "session-1" {
+		t.Fatalf("the refund Exec = %v (%+v); want ErrPaused at issue_refund", err, res)
+	}
+	if se.Alive() {
+		t.Fatal("a paused Session is still alive")
+	}
+	_ = se.Close(ctx)
+	if err := a.gate.Decide(ctx, "session-1", 2, governance.TaskDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	b := newTaskProcess(t, store)
+	if _, err := b.sb.ResumeTask(ctx, "session-1", wasmbox.TaskOptions{}); !errors.Is(err, governance.ErrTaskMismatch) {
+		t.Fatalf("ResumeTask of a Session's task = %v; want ErrTaskMismatch", err)
+	}
+	se2, res, err := b.sb.ResumeSessionTask(ctx, "session-1", wasmbox.TaskOptions{})
+	if err != nil {
+		t.Fatalf("ResumeSessionTask: %v", err)
+	}
+	if res.Stdout != "refunded True\n" || b.lookups.Load() != 0 || b.refunds.Load() != 1 {
+		t.Fatalf("resumed Exec printed %q; %d lookups, %d refunds (want the refund only)", res.Stdout, b.lookups.Load(), b.refunds.Load())
+	}
+	res, err = se2.Exec(ctx, "print(amount)")
+	if err != nil || res.Stdout != "420\n" {
+		t.Fatalf("the resumed Session's globals: %v, %q", err, res.Stdout)
+	}
+	if err := se2.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	info, err := b.gate.TaskInfo(ctx, "session-1")
+	if err != nil || info.State != governance.TaskDone || info.Calls != 2 {
+		t.Fatalf("TaskInfo = %+v, %v; want done with 2 calls", info, err)
+	}
+	if _, err := b.gate.VerifyTask(ctx, "session-1"); err != nil {
+		t.Fatal(err)
+	}
+}
