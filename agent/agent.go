@@ -147,6 +147,7 @@ const (
 	StopDeadline   StopReason = "deadline"          // ErrDeadline
 	StopModel      StopReason = "model_error"       // ErrModel
 	StopSandbox    StopReason = "sandbox_error"     // ErrSandbox
+	StopPaused     StopReason = "paused"            // a durable task paused at a call waiting for a decision (wasmbox.ErrPaused)
 )
 
 // Result is the outcome of a Run. Run returns it even when it also returns an error, with the steps so far.
@@ -177,6 +178,9 @@ type Result struct {
 	Workspace *wasmbox.Workspace
 	// Duration is the wall time of the Run.
 	Duration time.Duration
+	// TaskID is the durable task of StartTask and ResumeTask ("" for Run); Paused is the call it paused at.
+	TaskID string
+	Paused *governance.PendingCall
 }
 
 // Step is one model turn and what came of it.
@@ -237,7 +241,12 @@ func (a *Agent) RunIn(ctx context.Context, ws *wasmbox.Workspace, task string) (
 	if gov == nil {
 		gov = a.gate.NewRun("")
 	}
-	r := &runner{a: a, o: &a.opts, res: &Result{RunID: gov.ID()}, gov: gov, nonce: newNonce(), start: time.Now()}
+	return a.runWith(ctx, ws, task, gov, nil)
+}
+
+// runWith runs task with gov, the run of the durable task dt if it is not nil.
+func (a *Agent) runWith(ctx context.Context, ws *wasmbox.Workspace, task string, gov *governance.Run, dt *governance.Task) (*Result, error) {
+	r := &runner{a: a, o: &a.opts, res: &Result{RunID: gov.ID()}, gov: gov, task: dt, nonce: newNonce(), start: time.Now()}
 	ctx, cancel := context.WithTimeout(ctx, a.opts.timeout)
 	defer cancel()
 	if ws == nil {
@@ -274,7 +283,8 @@ type runner struct {
 	start time.Time
 	ws    *wasmbox.Workspace
 	se    *wasmbox.Session
-	gov   *governance.Run // the task's run: every tool call of the Run counts against it
+	gov   *governance.Run  // the task's run: every tool call of the Run counts against it
+	task  *governance.Task // the durable task of StartTask/ResumeTask, nil otherwise
 	step  int
 	mu    sync.Mutex // serialises emit (stdout chunks come from the program's goroutine)
 	// stepSpan is the span of the step in progress (nil between steps); stepResult the result of its program.
@@ -389,17 +399,13 @@ func (r *runner) run(runCtx context.Context, task string) error {
 			return r.deadline(ctx)
 		}
 		stepStart := time.Now()
-		resp, err := r.a.model.GenerateContent(ctx, msgs, r.o.callOpts...)
+		reply, err := r.generate(ctx, msgs)
 		if err != nil {
 			if ctx.Err() != nil {
 				return r.deadline(ctx)
 			}
-			return fmt.Errorf("%w: %w", ErrModel, err)
+			return err
 		}
-		if resp == nil || len(resp.Choices) == 0 || resp.Choices[0] == nil {
-			return fmt.Errorf("%w: the model returned no choices", ErrModel)
-		}
-		reply := resp.Choices[0].Content
 		r.emit(Event{Kind: EventModelTurn, Text: reply})
 		msgs = append(msgs, llms.TextParts(llms.ChatMessageTypeAI, reply))
 		st := Step{N: r.step, Reply: reply}
@@ -440,6 +446,15 @@ func (r *runner) run(runCtx context.Context, task string) error {
 			}
 		}
 		st.Err = runErr
+		if errors.Is(runErr, wasmbox.ErrPaused) || errors.Is(runErr, wasmbox.ErrGovernance) {
+			// A durable task paused at a call (or lost its store): the Run ends here; ResumeTask goes on.
+			st.Duration = time.Since(stepStart)
+			r.res.Steps = append(r.res.Steps, st)
+			if res != nil && res.Paused != nil {
+				r.res.Paused, r.res.Stop = res.Paused, StopPaused
+			}
+			return runErr
+		}
 
 		// The answer, if the program gave one (even if it went on to fail, or swallowed FinalAnswer).
 		if raw, ok := r.readAnswer(); ok {

@@ -219,6 +219,7 @@ type Task struct {
 	info    TaskInfo
 	journal []journalEntry // what the store held when the task was opened
 	ended   bool
+	memoN int // the steps recorded with Memo by this process's run
 	// replayEnded is when the run first made a call the journal does not answer with a recorded outcome.
 	replayEnded time.Time
 	stop        chan struct{}
@@ -472,6 +473,47 @@ func (t *Task) SetMeta(ctx context.Context, meta []byte) error {
 		t.meta = bytes.Clone(meta)
 	}
 	return err
+}
+
+// Memo records the result of a step of the task that is not a tool call but must come out the same when the
+// task is replayed (an agent's model turn): the n-th Memo of a run returns what the n-th Memo of the task's
+// first run recorded, and calls fn only when there is none yet. fn's result is kept in the store (at most
+// MaxStoreValueBytes). Memo is not governed (no policy, budget or audit record): use Run.Do for what is a
+// tool call.
+func (t *Task) Memo(ctx context.Context, fn func(ctx context.Context) ([]byte, error)) ([]byte, error) {
+	t.mu.Lock()
+	if t.ended {
+		t.mu.Unlock()
+		return nil, fmt.Errorf("%w: task %s was ended by this process", ErrTaskLost, t.id)
+	}
+	t.memoN++
+	key := fmt.Sprintf("t/%s/s/%012d", t.id, t.memoN)
+	t.mu.Unlock()
+	var v []byte
+	var ok bool
+	if err := t.g.store.View(ctx, func(tx Tx) error {
+		var err error
+		v, ok, err = tx.Get(key)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if ok {
+		return v, nil
+	}
+	out, err := fn(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := CheckStoreValue(out); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if err := t.update(ctx, func(tx Tx, info *TaskInfo) error { return tx.Put(key, out) }); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // Replay returns how many calls the journal answers before the run makes new ones.

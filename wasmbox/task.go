@@ -284,10 +284,18 @@ func snapshotWorkspace(ws *Workspace) ([]taskFile, error) {
 // restoreWorkspace makes the workspace a task started with.
 func (s *Sandbox) restoreWorkspace(files []taskFile) (*Workspace, error) {
 	ws := newWorkspace(s.cfg.WorkspaceBytes, s.cfg.WorkspaceFiles, s.clock().time)
+	if err := restoreInto(ws, files); err != nil {
+		return nil, err
+	}
+	return ws, nil
+}
+
+// restoreInto adds files to ws.
+func restoreInto(ws *Workspace, files []taskFile) error {
 	f := ws.files()
 	for _, tf := range files {
 		if !fs.ValidPath(tf.Path) || tf.Path == "." {
-			return nil, fmt.Errorf("%w: task workspace path %q", governance.ErrTampered, tf.Path)
+			return fmt.Errorf("%w: task workspace path %q", governance.ErrTampered, tf.Path)
 		}
 		var err error
 		if tf.Mode.IsDir() {
@@ -298,7 +306,7 @@ func (s *Sandbox) restoreWorkspace(files []taskFile) (*Workspace, error) {
 			}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("wasmbox: task: restoring %s in the workspace: %w", tf.Path, err)
+			return fmt.Errorf("wasmbox: task: restoring %s in the workspace: %w", tf.Path, err)
 		}
 	}
 	// Times last, children before parents: writing a file changes its directory's time.
@@ -307,7 +315,7 @@ func (s *Sandbox) restoreWorkspace(files []taskFile) (*Workspace, error) {
 		_ = f.Utimens(tf.Path, tf.MTime, tf.MTime)
 		_ = f.Chmod(tf.Path, tf.Mode.Perm())
 	}
-	return ws, nil
+	return nil
 }
 
 // liveTime is the part of a run of d that was not a replay of the task's earlier runs: the program time the
@@ -320,4 +328,32 @@ func liveTime(task *governance.Task, d time.Duration) time.Duration {
 		return min(time.Since(since), d)
 	}
 	return 0
+}
+
+// TaskFingerprint identifies this Sandbox's configuration in durable tasks (interpreter, tools, the settings
+// that change what a program sees), for layers that keep tasks of their own (the agent's): a task started with
+// one fingerprint should be resumed only by a Sandbox with the same.
+func (s *Sandbox) TaskFingerprint() string { return s.taskFingerprint(nil) }
+
+// TaskFingerprintDiff says what differs between two TaskFingerprints in words, or "" when they match.
+func TaskFingerprintDiff(task, mine string) string { return fingerprintDiff(task, mine) }
+
+// MarshalBinary returns the workspace's files and directories (contents, modes, times), for keeping it with a
+// durable task; UnmarshalBinary puts them back.
+func (w *Workspace) MarshalBinary() ([]byte, error) {
+	files, err := snapshotWorkspace(w)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(files)
+}
+
+// UnmarshalBinary adds the files and directories of data (made by MarshalBinary) to the workspace, within its
+// quotas.
+func (w *Workspace) UnmarshalBinary(data []byte) error {
+	var files []taskFile
+	if err := json.Unmarshal(data, &files); err != nil {
+		return fmt.Errorf("wasmbox: workspace: %w", err)
+	}
+	return restoreInto(w, files)
 }
