@@ -1,7 +1,7 @@
 // Command compare runs the same workloads on wasmbox and on native CPython in one process run and prints the
 // ratios:
 //
-//	go run ./bench/compare [-quick] [-json] [-callgrind] [-no-sci] [-p2 [-p2-rounds N] [-p2-cli BIN]]
+//	go run ./bench/compare [-quick] [-json] [-callgrind] [-no-sci] [-tasks] [-p2 [-p2-rounds N] [-p2-cli BIN]]
 //	go run ./bench/compare -sci [-quick] [-json]   (only the sci runtime)
 //	go run ./bench/compare -against DIR [-quick] [-callgrind]   (the shipped interpreter against the one built in DIR)
 //
@@ -68,19 +68,28 @@ type report struct {
 	Engines           map[string]bench.EngineRow `json:"engines"`
 	// The sci runtime (numpy and pandas), measured by a child built from the sci module; its headline figures
 	// also at the top level.
-	Sci              *bench.SciRow      `json:"sci,omitempty"`
-	SciFreshRunP50MS *float64           `json:"sci_fresh_run_p50_ms"`
-	SciImportMS      *float64           `json:"sci_import_ms"`
-	SciPSSMiB        *float64           `json:"sci_pss_per_sandbox_mib"`
-	Peers            map[string]peerRow `json:"peers"`
-	Skipped          []string           `json:"skipped"`
-	Cores            int                `json:"cores"`
-	Quick            bool               `json:"quick"`
+	Sci              *bench.SciRow `json:"sci,omitempty"`
+	SciFreshRunP50MS *float64      `json:"sci_fresh_run_p50_ms"`
+	SciImportMS      *float64      `json:"sci_import_ms"`
+	SciPSSMiB        *float64      `json:"sci_pss_per_sandbox_mib"`
+	// Durable tasks (P10, P11), with the headline figures at the top level.
+	Tasks                  *taskReport        `json:"tasks,omitempty"`
+	ResumeP50MS            *float64           `json:"resume_p50_ms"`
+	SQLiteGovernedCallUS   *float64           `json:"sqlite_governed_call_us"`
+	PostgresGovernedCallUS *float64           `json:"postgres_governed_call_us"`
+	Peers                  map[string]peerRow `json:"peers"`
+	Skipped                []string           `json:"skipped"`
+	Cores                  int                `json:"cores"`
+	Quick                  bool               `json:"quick"`
 }
 
 func main() {
 	if len(os.Args) == 2 && os.Args[1] == p2ChildFlag {
 		p2Child()
+		return
+	}
+	if len(os.Args) == 4 && os.Args[1] == resumeChildFlag {
+		resumeChild(os.Args[2], os.Args[3])
 		return
 	}
 	quick := flag.Bool("quick", false, "fewer repetitions (a few minutes with the peers, for CI)")
@@ -96,6 +105,7 @@ func main() {
 	p2CLI := flag.String("p2-cli", "", "with -p2: the wasmbox CLI binary to time (default: build ./cmd/wasmbox)")
 	sciOnly := flag.Bool("sci", false, "measure only the sci runtime (numpy and pandas; a child built from the sci module)")
 	noSci := flag.Bool("no-sci", false, "leave the sci runtime out of the full run")
+	tasksOnly := flag.Bool("tasks", false, "measure only durable tasks (P10 resume, P11 governed calls in SQLite and, with WASMBOX_TEST_POSTGRES, PostgreSQL)")
 	flag.Parse()
 	if *p2Only {
 		r, err := measureP2(context.Background(), *p2Rounds, *p2CLI)
@@ -107,6 +117,16 @@ func main() {
 			_ = json.NewEncoder(os.Stdout).Encode(r)
 		} else {
 			printP2(r)
+		}
+		return
+	}
+	if *tasksOnly {
+		var r report
+		r.setTasks(context.Background(), map[bool]int{true: 3, false: 7}[*quick])
+		if *asJSON {
+			_ = json.NewEncoder(os.Stdout).Encode(r)
+		} else {
+			printTasks(r)
 		}
 		return
 	}
@@ -347,6 +367,8 @@ func run(quick, asJSON, cg, sci bool) error {
 		}
 	}
 
+	r.setTasks(ctx, rounds)
+
 	// Native CPython's start, for scale.
 	if py != "" {
 		r.NativePython = py
@@ -559,6 +581,7 @@ func printTable(r report) {
 	}
 	printP2(r.P2)
 	printSci(r.Sci)
+	printTasks(r)
 	for _, name := range slices.Sorted(maps.Keys(r.Peers)) {
 		p := r.Peers[name]
 		fmt.Printf("\npeer %s (%s %s, in node; timed around the call in node)\n", name, p.Package, p.Version)
