@@ -34,7 +34,7 @@ const (
 // cliExitCode maps a program's exit code to the CLI's, reporting whether it had to change it.
 func cliExitCode(program int) (int, bool) {
 	switch {
-	case program == exitUsage, program == exitTimeout, program == exitFailure, program < 0, program > 255:
+	case program == exitUsage, program == exitTimeout, program == exitFailure, program == exitPaused, program < 0, program > 255:
 		return exitRemapped, true
 	}
 	return program, false
@@ -45,7 +45,10 @@ const usageText = `usage:
               [--workspace DIR] [--writeback [--writeback-allow-hidden PATH]... [--writeback-only PATH]...
               [--writeback-exec] [--writeback-delete] [--writeback-on-error]] [--audit LOG] [--json]
               [--mcp 'CMD ARGS' | --mcp URL]... [--mcp-env NAME[=VALUE]]... [--mcp-connect-timeout D]
-              [--approve allow|deny|ask] [--policy FILE] [--runtime NAME] (FILE | -c CODE | -)
+              [--approve allow|deny|ask] [--policy FILE] [--runtime NAME]
+              [--store URL [--task-id ID] [--store-key-file F | --store-key-env VAR]] (FILE | -c CODE | -)
+  wasmbox resume [the options of run] [--store URL] TASK
+  wasmbox approvals list|show|approve|deny|serve [--store URL] ...   (wasmbox approvals: details)
   wasmbox mcp [--http ADDR [--allow-remote] [--allow-origin ORIGIN]...] [--timeout D] [--memory SIZE]
               [--output-limit SIZE] [--workspace-size SIZE]
               [--max-sessions N] [--idle-timeout D] [--max-file-size SIZE] [--runtime NAME]
@@ -62,7 +65,11 @@ func Main(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io
 	}
 	switch args[0] {
 	case "run":
-		return withTelemetry(ctx, stderr, func(ctx context.Context) int { return runMain(ctx, args[1:], stdin, stdout, stderr) })
+		return withTelemetry(ctx, stderr, func(ctx context.Context) int { return runMain(ctx, args[1:], stdin, stdout, stderr, false) })
+	case "resume":
+		return withTelemetry(ctx, stderr, func(ctx context.Context) int { return runMain(ctx, args[1:], stdin, stdout, stderr, true) })
+	case "approvals":
+		return approvalsMain(ctx, args[1:], stdout, stderr)
 	case "mcp":
 		return withTelemetry(ctx, stderr, func(ctx context.Context) int { return mcpMain(ctx, args[1:], stdin, stdout, stderr) })
 	case "version":
@@ -143,6 +150,9 @@ type jsonResult struct {
 	AuditHead    string               `json:"audit_head,omitempty"`
 	AuditRecords int64                `json:"audit_records,omitempty"`
 	ToolCalls    []hostfuncs.ToolCall `json:"tool_calls"`
+	// TaskID is the durable task of a run with --store (and of resume); Paused is the call it paused at.
+	TaskID string                  `json:"task_id,omitempty"`
+	Paused *governance.PendingCall `json:"paused,omitempty"`
 }
 
 // jsonWriteBack is what --writeback did, in the JSON result.
@@ -177,8 +187,12 @@ func writeBackJSON(r *wasmbox.WriteBackReport) *jsonWriteBack {
 	return out
 }
 
-func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("wasmbox run", flag.ContinueOnError)
+func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer, resume bool) int {
+	cmd := "wasmbox run"
+	if resume {
+		cmd = "wasmbox resume"
+	}
+	fs := flag.NewFlagSet(cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	timeout := fs.Duration("timeout", wasmbox.DefaultTimeout, "deadline of the run")
 	memory := fs.String("memory", "256MiB", "memory limit of the guest")
@@ -210,20 +224,34 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	mcpOpts.register(fs)
 	engineName := fs.String("engine", "", "WebAssembly engine: "+strings.Join(wasmbox.Engines(), " or ")+" (default wazero)")
 	runtimeName := runtimeFlag(fs)
+	var sf storeFlags
+	sf.register(fs)
+	taskID := fs.String("task-id", "", "with --store: the new task's ID (default: a random one)")
 	if err := fs.Parse(args); err != nil {
 		return parseExit(err)
 	}
 	usage := func(msg string) int {
-		fmt.Fprintf(stderr, "wasmbox run: %s\n%s", msg, usageText)
+		fmt.Fprintf(stderr, "%s: %s\n%s", cmd, msg, usageText)
 		return exitUsage
+	}
+	sf.resolve()
+	if resume && sf.url == "" {
+		return usage("no store: give --store URL or set WASMBOX_STORE")
+	}
+	if *taskID != "" && (sf.url == "" || resume) {
+		return usage("--task-id names a new task of run --store")
 	}
 	if _, err := assets.LookupRuntime(*runtimeName); err != nil {
 		return usage("--runtime: " + err.Error())
 	}
 	codeSet := false
 	fs.Visit(func(f *flag.Flag) { codeSet = codeSet || f.Name == "c" })
-	var src, filename string
+	var src, filename, resumeID string
 	switch rest := fs.Args(); {
+	case resume && !codeSet && len(rest) == 1:
+		resumeID = rest[0]
+	case resume:
+		return usage("give exactly one TASK")
 	case codeSet && len(rest) == 0:
 		src, filename = *code, "<string>"
 	case !codeSet && len(rest) == 1 && rest[0] == "-":
@@ -247,6 +275,12 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	if *writeback && *wsDir == "" {
 		return usage("--writeback needs --workspace DIR")
+	}
+	if resume && *wsDir != "" && !*writeback {
+		return usage("a resumed task has the workspace it started with: --workspace DIR is only the --writeback target")
+	}
+	if sf.url != "" && *passStdin {
+		return usage("--stdin cannot be used with --store (a resumed task could not read it again)")
 	}
 	if *wsDir != "" {
 		if fi, err := os.Stat(*wsDir); err != nil {
@@ -304,7 +338,16 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		defer audit.Close()
 		gcfg.Auditor = audit
 	}
-	if audit != nil || gov.used() {
+	if sf.url != "" {
+		closer, err := sf.open(ctx, &gcfg)
+		if err != nil {
+			return fail(fmt.Errorf("wasmbox: --store: %w", err))
+		}
+		defer closer.Close()
+		// A task is replayed when it resumes: its programs see the deterministic clock and randomness.
+		cfg.Deterministic = true
+	}
+	if audit != nil || gov.used() || sf.url != "" {
 		if cfg.Gate, err = governance.NewGate(gcfg); err != nil {
 			return fail(err)
 		}
@@ -322,7 +365,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	defer sb.Close(context.WithoutCancel(ctx))
 	starttrace.Mark("New: the rest")
 	ws := wasmbox.NewWorkspace(0, 0)
-	if *wsDir != "" {
+	if *wsDir != "" && !resume {
 		if err := ws.CopyIn(ctx, *wsDir); err != nil {
 			return fail(err)
 		}
@@ -337,10 +380,22 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		prog.Stdin = stdin
 	}
 	start := time.Now()
-	res, runErr := sb.RunProgram(ctx, prog)
+	var res *wasmbox.Result
+	var runErr error
+	switch {
+	case resume:
+		res, runErr = sb.ResumeTask(ctx, resumeID, wasmbox.TaskOptions{})
+	case sf.url != "":
+		res, runErr = sb.StartTask(ctx, prog, wasmbox.TaskOptions{ID: *taskID})
+	default:
+		res, runErr = sb.RunProgram(ctx, prog)
+	}
 	starttrace.Mark("first Run")
 	if res == nil {
 		return fail(runErr)
+	}
+	if res.Workspace != nil {
+		ws = res.Workspace
 	}
 	// Write back only a program that ran to its end: after a timeout, the memory limit or a failure of wasmbox
 	// the workspace is whatever the program had reached, and is not copied out. After an uncaught exception or
@@ -377,10 +432,13 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	switch {
 	case errors.As(runErr, &re):
 		je = &jsonError{Kind: string(re.Kind), Message: runErr.Error()}
-		if re.Kind == wasmbox.KindTimeout {
+		switch re.Kind {
+		case wasmbox.KindTimeout:
 			exit = exitTimeout
-		} else if re.Kind == wasmbox.KindInternal {
+		case wasmbox.KindInternal, wasmbox.KindGovernance:
 			exit = exitFailure
+		case wasmbox.KindPaused:
+			exit = exitPaused
 		}
 	case runErr != nil:
 		je = &jsonError{Kind: string(wasmbox.KindInternal), Message: runErr.Error()}
@@ -403,7 +461,7 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		auditHead, auditRecords = audit.Anchor()
 	}
 	if *asJSON {
-		out := jsonResult{AuditHead: auditHead, AuditRecords: auditRecords, Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated,
+		out := jsonResult{TaskID: res.TaskID, Paused: res.Paused, AuditHead: auditHead, AuditRecords: auditRecords, Stdout: res.Stdout, Stderr: res.Stderr, StdoutTruncated: res.StdoutTruncated,
 			StderrTruncated: res.StderrTruncated, ExitCode: exit, ProgramExitCode: res.ExitCode,
 			DurationMS: float64(time.Since(start).Microseconds()) / 1000, Error: je,
 			FilesChanged: res.FilesChanged, FilesChangedTotal: res.FilesChangedTotal, WrittenBack: wroteBack, WriteBack: writeBackJSON(wbReport), RunID: res.RunID, ToolCalls: res.ToolCalls}
@@ -428,8 +486,13 @@ func runMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 			fmt.Fprintf(stderr, "wasmbox: %s truncated at %s (raise --output-limit)\n", tr.name, *outputLimit)
 		}
 	}
-	if runErr != nil {
+	switch {
+	case res.Paused != nil:
+		fmt.Fprintln(stderr, pausedMessage(res.Paused))
+	case runErr != nil:
 		fmt.Fprintln(stderr, termsafe.Clean(runErr.Error()))
+	case res.TaskID != "":
+		fmt.Fprintf(stderr, "wasmbox: task %s done\n", res.TaskID)
 	}
 	switch {
 	case !*writeback || wroteBack || wbErr != nil:
