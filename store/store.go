@@ -60,7 +60,11 @@ type DB struct {
 	w    *sql.DB // write transactions
 	r    *sql.DB // read transactions (SQLite: a pool of its own, so that readers never take the write lock)
 	q    queries
+	// Prepared once per pool: a transaction binds them to its connection instead of preparing each query.
+	wst, rst stmts
 }
+
+type stmts struct{ get, put, del *sql.Stmt }
 
 type queries struct{ get, put, del, scan, scanTo string }
 
@@ -195,6 +199,35 @@ func openPostgres(ctx context.Context, u string) (*DB, error) {
 	return d, nil
 }
 
+// prepare prepares the statements of every transaction.
+func (d *DB) prepare(ctx context.Context) error {
+	prep := func(db *sql.DB, st *stmts, write bool) error {
+		var err error
+		if st.get, err = db.PrepareContext(ctx, d.q.get); err != nil {
+			return err
+		}
+		if !write {
+			return nil
+		}
+		if st.put, err = db.PrepareContext(ctx, d.q.put); err != nil {
+			return err
+		}
+		st.del, err = db.PrepareContext(ctx, d.q.del)
+		return err
+	}
+	if err := prep(d.w, &d.wst, true); err != nil {
+		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
+	}
+	if d.r == d.w {
+		d.rst = d.wst
+		return nil
+	}
+	if err := prep(d.r, &d.rst, false); err != nil {
+		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
+	}
+	return nil
+}
+
 // schema creates the tables and checks the schema version.
 func (d *DB) schema(ctx context.Context, stmts []string) error {
 	tx, err := d.w.BeginTx(ctx, nil)
@@ -224,7 +257,7 @@ func (d *DB) schema(ctx context.Context, stmts []string) error {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
-	return nil
+	return d.prepare(ctx)
 }
 
 // Kind returns "sqlite" or "postgres".
@@ -278,7 +311,10 @@ func (d *DB) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, readOnly 
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w: %w", d.kind, governance.ErrStore, err)
 	}
-	t := &tx{d: d, tx: stx, ctx: ctx, readOnly: readOnly}
+	t := &tx{d: d, tx: stx, ctx: ctx, readOnly: readOnly, st: &d.wst}
+	if readOnly {
+		t.st = &d.rst
+	}
 	committed := false
 	defer func() {
 		t.done = true
@@ -322,6 +358,16 @@ type tx struct {
 	ctx      context.Context
 	readOnly bool
 	done     bool
+	st       *stmts
+	// bound are the statements bound to this transaction, made on first use.
+	get, put, del *sql.Stmt
+}
+
+func (t *tx) stmt(bound **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
+	if *bound == nil {
+		*bound = t.tx.StmtContext(t.ctx, prepared)
+	}
+	return *bound
 }
 
 var errTxDone = fmt.Errorf("store: %w: transaction used after its function returned", governance.ErrStore)
@@ -342,7 +388,7 @@ func (t *tx) Get(key string) ([]byte, bool, error) {
 		return nil, false, err
 	}
 	var v []byte
-	err := t.tx.QueryRowContext(t.ctx, t.d.q.get, []byte(key)).Scan(&v)
+	err := t.stmt(&t.get, t.st.get).QueryRowContext(t.ctx, []byte(key)).Scan(&v)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, false, nil
@@ -368,7 +414,7 @@ func (t *tx) Put(key string, value []byte) error {
 	if value == nil {
 		value = []byte{}
 	}
-	if _, err := t.tx.ExecContext(t.ctx, t.d.q.put, []byte(key), value); err != nil {
+	if _, err := t.stmt(&t.put, t.st.put).ExecContext(t.ctx, []byte(key), value); err != nil {
 		return t.wrap("put", err)
 	}
 	return nil
@@ -381,7 +427,7 @@ func (t *tx) Delete(key string) error {
 	if t.readOnly {
 		return fmt.Errorf("store: %w: Delete in a View", governance.ErrStore)
 	}
-	if _, err := t.tx.ExecContext(t.ctx, t.d.q.del, []byte(key)); err != nil {
+	if _, err := t.stmt(&t.del, t.st.del).ExecContext(t.ctx, []byte(key)); err != nil {
 		return t.wrap("delete", err)
 	}
 	return nil

@@ -146,3 +146,11 @@ func TestPostgresServerGoesAway(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 }
+
+func openB(tb testing.TB, u string) (*store.DB, error) {
+	db, err := store.Open(context.Background(), u)
+	if err == nil {
+		tb.Cleanup(func() { db.Close() })
+	}
+	return db, err
+}

@@ -1,0 +1,80 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/wasmbox/wasmbox/governance"
+	"github.com/wasmbox/wasmbox/internal/pgtest"
+)
+
+// benchStoreUpdate is one Update of the size a governed call makes twice: a small counter read and written,
+// and a record of about 300 bytes written.
+func benchStoreUpdate(b *testing.B, s governance.Store) {
+	ctx := context.Background()
+	rec := make([]byte, 300)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		err := s.Update(ctx, func(tx governance.Tx) error {
+			v, _, err := tx.Get("counter")
+			if err != nil {
+				return err
+			}
+			if err := tx.Put("counter", append(v[:0:0], '1')); err != nil {
+				return err
+			}
+			return tx.Put(fmt.Sprintf("rec/%012d", i), rec)
+		})
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// benchGovernedCall is one governed call of a durable task, with its counters, journal and audit chain in the
+// store (bench/compare -tasks reports the same as sqlite_governed_call_us and postgres_governed_call_us).
+func benchGovernedCall(b *testing.B, s governance.Store) {
+	ctx := context.Background()
+	g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: governance.DiscardAuditor{}, Store: s,
+		Limits: governance.Limits{MaxToolCalls: 1 << 40}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	task, err := g.NewTask(ctx, governance.TaskOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer task.End(ctx, 0, "")
+	c := governance.Call{Tool: "lookup", Args: json.RawMessage(`{"order_id":"A-1"}`), Source: governance.SourcePython, Effect: governance.ReadOnly}
+	tool := func(context.Context, governance.Call) ([]byte, error) { return []byte(`{"ok":true}`), nil }
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := task.Run().Do(ctx, c, tool); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func sqliteBench(b *testing.B) governance.Store {
+	db, err := openB(b, "sqlite:"+filepath.Join(b.TempDir(), "b.db"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
+func postgresBench(b *testing.B) governance.Store {
+	db, err := openB(b, pgtest.URL(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return db
+}
+
+func BenchmarkSQLiteUpdate(b *testing.B)         { benchStoreUpdate(b, sqliteBench(b)) }
+func BenchmarkSQLiteGovernedCall(b *testing.B)   { benchGovernedCall(b, sqliteBench(b)) }
+func BenchmarkPostgresUpdate(b *testing.B)       { benchStoreUpdate(b, postgresBench(b)) }
+func BenchmarkPostgresGovernedCall(b *testing.B) { benchGovernedCall(b, postgresBench(b)) }
