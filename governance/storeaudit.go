@@ -89,22 +89,30 @@ func chainHead(tx Tx, chain string) (chainState, error) {
 	return h, nil
 }
 
+// encodeChained returns rec as the line that follows head in a chain (Hash and PrevHash set).
+func encodeChained(h chainState, key []byte, rec Record) (Record, []byte, error) {
+	var buf bytes.Buffer
+	a, err := NewJSONLAuditor(&buf, JSONLConfig{Key: key, PrevHash: h.Hash, PrevCount: h.Count})
+	if err != nil {
+		return rec, nil, fmt.Errorf("%w: %w", ErrAudit, err)
+	}
+	if err := a.encode(&rec); err != nil {
+		return rec, nil, fmt.Errorf("%w: %w", ErrAudit, err)
+	}
+	rec.PrevHash = h.Hash
+	return rec, a.line, nil
+}
+
 // appendChain appends rec to chain within tx and returns the record as written (Hash, PrevHash set).
 func appendChain(tx Tx, chain string, key []byte, rec Record) (Record, error) {
 	h, err := chainHead(tx, chain)
 	if err != nil {
 		return rec, err
 	}
-	var buf bytes.Buffer
-	a, err := NewJSONLAuditor(&buf, JSONLConfig{Key: key, PrevHash: h.Hash, PrevCount: h.Count})
+	rec, line, err := encodeChained(h, key, rec)
 	if err != nil {
-		return rec, fmt.Errorf("%w: %w", ErrAudit, err)
+		return rec, err
 	}
-	if err := a.encode(&rec); err != nil {
-		return rec, fmt.Errorf("%w: %w", ErrAudit, err)
-	}
-	rec.PrevHash = h.Hash
-	line := bytes.Clone(a.line)
 	n := h.Count + 1
 	if err := tx.Put(chainRecordKey(chain, n), line); err != nil {
 		return rec, err
@@ -120,11 +128,16 @@ func appendChain(tx Tx, chain string, key []byte, rec Record) (Record, error) {
 // that the chain ends where its stored head says (so a record removed from the end is detected). It reads the
 // chain in pages; with a key it must be the chain's key.
 func VerifyStoreChain(ctx context.Context, store Store, chain string, key []byte) (VerifyReport, error) {
+	return verifyChain(ctx, store, chain, key, func(tx Tx) (chainState, error) { return chainHead(tx, chain) })
+}
+
+// verifyChain is VerifyStoreChain with the chain's head read by headOf.
+func verifyChain(ctx context.Context, store Store, chain string, key []byte, headOf func(Tx) (chainState, error)) (VerifyReport, error) {
 	var buf bytes.Buffer
 	var head chainState
 	err := store.View(ctx, func(tx Tx) error {
 		var err error
-		if head, err = chainHead(tx, chain); err != nil {
+		if head, err = headOf(tx); err != nil {
 			return err
 		}
 		prefix := "a/" + chain + "/r/"

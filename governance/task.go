@@ -154,6 +154,9 @@ type TaskInfo struct {
 	Runs    int          `json:"runs"`
 	Error   string       `json:"error,omitempty"`
 	Pending *PendingCall `json:"pending,omitempty"`
+	// AuditHead and AuditRecords are the head hash and the length of the task's audit chain.
+	AuditHead    string `json:"audit_head,omitempty"`
+	AuditRecords int64  `json:"audit_records"`
 	// token is the lease holder's secret: only the process that holds it may write the task.
 	Token string `json:"token,omitempty"`
 }
@@ -173,6 +176,9 @@ type journalEntry struct {
 	DecidedBy  string        `json:"decided_by,omitempty"`
 	Pending    *PendingCall  `json:"pending,omitempty"`
 	Decision   *TaskDecision `json:"decision,omitempty"`
+	// Args are the arguments as the approver sees them, kept while the call runs ("started"), for the decision
+	// its outcome needs if its process dies.
+	Args json.RawMessage `json:"args,omitempty"`
 }
 
 const (
@@ -219,11 +225,11 @@ type Task struct {
 	info    TaskInfo
 	journal []journalEntry // what the store held when the task was opened
 	ended   bool
-	memoN int // the steps recorded with Memo by this process's run
+	memoN   int // the steps recorded with Memo by this process's run
 	// replayEnded is when the run first made a call the journal does not answer with a recorded outcome.
 	replayEnded time.Time
 	stop        chan struct{}
-	stopped chan struct{}
+	stopped     chan struct{}
 }
 
 func newToken() string {
@@ -342,9 +348,7 @@ func (g *Gate) ResumeTask(ctx context.Context, id string, opts TaskOptions) (*Ta
 			e.Status = entryPending
 			e.Pending = &PendingCall{TaskID: id, Seq: e.Seq, Tool: e.Tool, Effect: e.Effect, Cost: e.Cost, Since: now,
 				Reason: "the process running this call ended before its result was recorded", OutcomeUnknown: true}
-			if e.Pending.Args, err = entryArgs(tx, id, e.Seq); err != nil {
-				return err
-			}
+			e.Pending.Args, e.Args = e.Args, nil
 			if err := putEntry(tx, id, e); err != nil {
 				return err
 			}
@@ -353,7 +357,7 @@ func (g *Gate) ResumeTask(ctx context.Context, id string, opts TaskOptions) (*Ta
 			}
 			rec := Record{Version: RecordVersion, Time: now, RunID: id, Seq: e.Seq, Tool: e.Tool, Effect: e.Effect, Cost: e.Cost,
 				Args: e.Pending.Args, Decision: "deny", Reason: e.Pending.Reason, DecidedBy: "gate", Outcome: StatusPaused}
-			if _, err := appendChain(tx, taskChain(id), g.storeKey, rec); err != nil {
+			if _, err := appendTaskChain(tx, &info, g.storeKey, rec); err != nil {
 				return err
 			}
 			info.State, info.Pending, info.Updated = TaskPaused, e.Pending, now
@@ -750,12 +754,9 @@ func (t *Task) live(ctx context.Context, call Call, tool ToolFunc, e *journalEnt
 			if err := putPending(tx, pending); err != nil {
 				return err
 			}
-			if err := tx.Put(taskArgsKey(t.id, call.Seq), display); err != nil {
-				return err
-			}
 			pr := rec
 			pr.Decision, pr.Reason, pr.DecidedBy, pr.Outcome = "deny", pending.Reason, "policy", StatusPaused
-			if _, err := appendChain(tx, taskChain(t.id), g.storeKey, pr); err != nil {
+			if _, err := appendTaskChain(tx, info, g.storeKey, pr); err != nil {
 				return err
 			}
 			info.Journal = max(info.Journal, call.Seq)
@@ -778,18 +779,15 @@ func (t *Task) live(ctx context.Context, call Call, tool ToolFunc, e *journalEnt
 			}
 		}
 		ne := journalEntry{Seq: call.Seq, Tool: call.Tool, ArgsSHA256: hex.EncodeToString(argsSum[:]), Effect: call.Effect,
-			Cost: call.Cost, Status: entryStarted, DecidedBy: by, Reason: reason, Decision: dec}
+			Cost: call.Cost, Status: entryStarted, DecidedBy: by, Reason: reason, Decision: dec, Args: display}
 		if e != nil {
 			ne.Pending = e.Pending
 		}
 		if err := putEntry(tx, t.id, &ne); err != nil {
 			return err
 		}
-		if err := tx.Put(taskArgsKey(t.id, call.Seq), display); err != nil {
-			return err
-		}
 		info.Journal = max(info.Journal, call.Seq)
-		_, err := appendChain(tx, taskChain(t.id), g.storeKey, ar)
+		_, err := appendTaskChain(tx, info, g.storeKey, ar)
 		return err
 	})
 	if err != nil {
@@ -840,7 +838,7 @@ func (t *Task) live(ctx context.Context, call Call, tool ToolFunc, e *journalEnt
 		if err := putEntry(tx, t.id, &ne); err != nil {
 			return err
 		}
-		_, err := appendChain(tx, taskChain(t.id), g.storeKey, orec)
+		_, err := appendTaskChain(tx, info, g.storeKey, orec)
 		return err
 	})
 	if err != nil {
@@ -895,7 +893,7 @@ func (t *Task) recordDenied(tx Tx, info *TaskInfo, call Call, rec Record, kind, 
 	}
 	info.Journal = max(info.Journal, call.Seq)
 	rec.Decision, rec.Reason, rec.DecidedBy, rec.Outcome = "deny", reason, by, StatusDenied
-	_, err := appendChain(tx, taskChain(t.id), t.g.storeKey, rec)
+	_, err := appendTaskChain(tx, info, t.g.storeKey, rec)
 	return err
 }
 
@@ -939,7 +937,7 @@ func (t *Task) finishDenied(ctx context.Context, call Call, e *journalEntry, kin
 			return err
 		}
 		rec.Decision, rec.Reason, rec.DecidedBy, rec.Outcome = "deny", reason, by, StatusDenied
-		_, err := appendChain(tx, taskChain(t.id), g.storeKey, rec)
+		_, err := appendTaskChain(tx, info, g.storeKey, rec)
 		return err
 	})
 	if err != nil {
@@ -949,14 +947,19 @@ func (t *Task) finishDenied(ctx context.Context, call Call, e *journalEntry, kin
 		&DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: reason, DecidedBy: by, Kind: kind}
 }
 
-func taskArgsKey(id string, seq int64) string { return fmt.Sprintf("t/%s/x/%012d", id, seq) }
-
-func entryArgs(tx Tx, id string, seq int64) (json.RawMessage, error) {
-	v, _, err := tx.Get(taskArgsKey(id, seq))
-	if len(v) == 0 {
-		return nil, err
+// appendTaskChain appends rec to the audit chain of the task info describes, whose head the task's record
+// keeps (so that a call's records cost no read and write of a head of their own); the caller writes info.
+func appendTaskChain(tx Tx, info *TaskInfo, key []byte, rec Record) (Record, error) {
+	rec, line, err := encodeChained(chainState{Hash: info.AuditHead, Count: info.AuditRecords}, key, rec)
+	if err != nil {
+		return rec, err
 	}
-	return json.RawMessage(v), err
+	n := info.AuditRecords + 1
+	if err := tx.Put(chainRecordKey(taskChain(info.ID), n), line); err != nil {
+		return rec, err
+	}
+	info.AuditHead, info.AuditRecords = rec.Hash, n
+	return rec, nil
 }
 
 func getTask(tx Tx, id string) (TaskInfo, error) {
@@ -1089,7 +1092,7 @@ func (g *Gate) Decide(ctx context.Context, taskID string, seq int64, d TaskDecis
 		rec := Record{Version: RecordVersion, Time: d.Time.UTC(), RunID: taskID, Seq: seq, Tool: e.Tool, Effect: e.Effect, Cost: e.Cost,
 			Args: e.Pending.Args, Decision: decision, Reason: d.Reason, DecidedBy: d.DecidedBy, Outcome: StatusDecided}
 		g.setArgs(&rec, e.Pending.Args)
-		if _, err := appendChain(tx, taskChain(taskID), g.storeKey, rec); err != nil {
+		if _, err := appendTaskChain(tx, &info, g.storeKey, rec); err != nil {
 			return err
 		}
 		info.Pending = nil
@@ -1165,7 +1168,10 @@ func (g *Gate) VerifyTask(ctx context.Context, id string) (VerifyReport, error) 
 	if err := checkTaskID(id); err != nil {
 		return VerifyReport{}, err
 	}
-	rep, err := VerifyStoreChain(ctx, g.store, taskChain(id), g.storeKey)
+	rep, err := verifyChain(ctx, g.store, taskChain(id), g.storeKey, func(tx Tx) (chainState, error) {
+		info, err := getTask(tx, id)
+		return chainState{Hash: info.AuditHead, Count: info.AuditRecords}, err
+	})
 	if err != nil {
 		return rep, fmt.Errorf("governance: task %s: audit chain: %w", id, err)
 	}
