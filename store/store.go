@@ -144,8 +144,8 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		get:    "SELECT v FROM wasmbox_kv WHERE k = ?",
 		put:    "INSERT INTO wasmbox_kv (k, v) VALUES (?, ?) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		del:    "DELETE FROM wasmbox_kv WHERE k = ?",
-		scan:   "SELECT k, v FROM wasmbox_kv WHERE k > ? AND k >= ? ORDER BY k LIMIT ?",
-		scanTo: "SELECT k, v FROM wasmbox_kv WHERE k > ? AND k >= ? AND k < ? ORDER BY k LIMIT ?",
+		scan:   "SELECT k, v FROM wasmbox_kv WHERE k >= ? ORDER BY k LIMIT ?",
+		scanTo: "SELECT k, v FROM wasmbox_kv WHERE k >= ? AND k < ? ORDER BY k LIMIT ?",
 	}}
 	err = d.schema(ctx, []string{
 		"CREATE TABLE IF NOT EXISTS wasmbox_kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID",
@@ -177,8 +177,8 @@ func openPostgres(ctx context.Context, u string) (*DB, error) {
 		get:    "SELECT v FROM wasmbox_kv WHERE k = $1",
 		put:    "INSERT INTO wasmbox_kv (k, v) VALUES ($1, $2) ON CONFLICT (k) DO UPDATE SET v = excluded.v",
 		del:    "DELETE FROM wasmbox_kv WHERE k = $1",
-		scan:   "SELECT k, v FROM wasmbox_kv WHERE k > $1 AND k >= $2 ORDER BY k LIMIT $3",
-		scanTo: "SELECT k, v FROM wasmbox_kv WHERE k > $1 AND k >= $2 AND k < $3 ORDER BY k LIMIT $4",
+		scan:   "SELECT k, v FROM wasmbox_kv WHERE k >= $1 ORDER BY k LIMIT $2",
+		scanTo: "SELECT k, v FROM wasmbox_kv WHERE k >= $1 AND k < $2 ORDER BY k LIMIT $3",
 	}}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -440,10 +440,16 @@ func (t *tx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 	limit = governance.ScanLimit(limit)
 	var rows *sql.Rows
 	var err error
+	// One lower bound, so that the index seeks to it (k > after is k >= after+"\x00" in byte order). With two,
+	// SQLite seeks by one and filters by the other: a prefix scan with after "" read every key before the prefix.
+	lower := []byte(prefix)
+	if after >= prefix {
+		lower = append([]byte(after), 0)
+	}
 	if upper, ok := prefixEnd([]byte(prefix)); ok {
-		rows, err = t.tx.QueryContext(t.ctx, t.d.q.scanTo, []byte(after), []byte(prefix), upper, limit)
+		rows, err = t.tx.QueryContext(t.ctx, t.d.q.scanTo, lower, upper, limit)
 	} else {
-		rows, err = t.tx.QueryContext(t.ctx, t.d.q.scan, []byte(after), []byte(prefix), limit)
+		rows, err = t.tx.QueryContext(t.ctx, t.d.q.scan, lower, limit)
 	}
 	if err != nil {
 		return nil, t.wrap("scan", err)

@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/bytecodealliance/wasmtime-go/v39 v39.0.1
-	github.com/tetratelabs/wazero v1.12.0
 	github.com/wasmbox/wasmbox v0.0.0-00010101000000-000000000000
 )
 
@@ -20,8 +19,9 @@ require (
 	github.com/invopop/jsonschema v0.14.0 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/mattn/go-colorable v0.1.13 // indirect
-	github.com/mattn/go-isatty v0.0.20 // indirect
+	github.com/mattn/go-isatty v0.0.24 // indirect
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
+	github.com/tetratelabs/wazero v1.12.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
@@ -29,7 +29,7 @@ require (
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
-	golang.org/x/sys v0.48.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect
 )
 

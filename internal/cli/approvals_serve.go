@@ -2,11 +2,10 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/wasmbox/wasmbox/governance"
@@ -15,19 +14,12 @@ import (
 
 // serveApprovals implements `wasmbox approvals serve`: the approvals page on addr until ctx ends.
 func serveApprovals(ctx context.Context, gate *governance.Gate, addr string, allowRemote bool, stdout, stderr io.Writer) int {
-	if strings.HasPrefix(addr, ":") {
-		addr = "127.0.0.1" + addr
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		fmt.Fprintln(stderr, "wasmbox approvals serve: --http:", err)
+	ln, err := listenHTTP(addr, allowRemote)
+	var nl errNotLoopback
+	if errors.As(err, &nl) {
+		fmt.Fprintf(stderr, "wasmbox approvals serve: %v; the page has no login (add --allow-remote behind your own authentication)\n", err)
 		return exitUsage
 	}
-	if ip := net.ParseIP(host); !allowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		fmt.Fprintf(stderr, "wasmbox approvals serve: --http %s is not a loopback address; the page has no login (add --allow-remote behind your own authentication)\n", addr)
-		return exitUsage
-	}
-	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		fmt.Fprintln(stderr, "wasmbox approvals serve:", err)
 		return exitFailure
@@ -38,18 +30,10 @@ func serveApprovals(ctx context.Context, gate *governance.Gate, addr string, all
 		fmt.Fprintln(stderr, "wasmbox approvals serve:", err)
 		return exitFailure
 	}
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}
 	fmt.Fprintf(stdout, "wasmbox approvals: serving on http://%s/\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-		return 0
-	case err := <-errc:
+	if err := serveHTTP(ctx, ln, h, &http.Server{ReadTimeout: 30 * time.Second, WriteTimeout: 60 * time.Second}); err != nil {
 		fmt.Fprintln(stderr, "wasmbox approvals serve:", err)
 		return exitFailure
 	}
+	return 0
 }

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"time"
@@ -235,36 +234,24 @@ func mcpMain(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 		}
 		return 0
 	}
-	addr := *httpAddr
-	if strings.HasPrefix(addr, ":") {
-		addr = "127.0.0.1" + addr
-	}
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return usage("--http: " + err.Error())
-	}
-	if ip := net.ParseIP(host); !*allowRemote && host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+	ln, err := listenHTTP(*httpAddr, *allowRemote)
+	var nl errNotLoopback
+	if errors.As(err, &nl) {
 		return usage(fmt.Sprintf("--http %s is not a loopback address; the server has no authentication (add --allow-remote if you mean it)", *httpAddr))
 	}
-	ln, err := net.Listen("tcp", addr)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), "--http: ") {
+			return usage(err.Error())
+		}
 		fmt.Fprintln(stderr, "wasmbox mcp:", err)
 		return exitFailure
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/mcp", srv.HTTPHandler())
-	hs := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(stderr, "wasmbox mcp: serving streamable HTTP on http://%s/mcp\n", ln.Addr())
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	select {
-	case <-ctx.Done():
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-		return 0
-	case err := <-errc:
+	if err := serveHTTP(ctx, ln, mux, &http.Server{}); err != nil {
 		fmt.Fprintln(stderr, "wasmbox mcp:", err)
 		return exitFailure
 	}
+	return 0
 }

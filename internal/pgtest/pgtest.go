@@ -15,12 +15,10 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
 	"sort"
 	"strconv"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -29,10 +27,10 @@ import (
 
 // Server is a private PostgreSQL server in a temporary directory, listening on 127.0.0.1.
 type Server struct {
-	bin  string
-	dir  string
-	port int
-	cred *syscall.Credential
+	bin    string
+	dir    string
+	port   int
+	asUser func(*exec.Cmd) // runs a command as the server's user (postgres when this process is root)
 }
 
 var (
@@ -103,17 +101,8 @@ func startServer() (*Server, error) {
 		return nil, err
 	}
 	s := &Server{bin: bin, dir: dir}
-	if os.Geteuid() == 0 { // the server refuses to run as root
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			return nil, fmt.Errorf("running as root and there is no postgres user: %w", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
-		if err := os.Chown(dir, uid, gid); err != nil {
-			return nil, err
-		}
+	if s.asUser, err = serverUser(dir); err != nil {
+		return nil, err
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -138,8 +127,8 @@ func (s *Server) data() string { return filepath.Join(s.dir, "data") }
 func (s *Server) cmd(name string, args ...string) *exec.Cmd {
 	c := exec.Command(filepath.Join(s.bin, name), args...)
 	c.Dir = s.dir
-	if s.cred != nil {
-		c.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	if s.asUser != nil {
+		s.asUser(c)
 	}
 	return c
 }
