@@ -811,7 +811,10 @@ func (t *Task) live(ctx context.Context, call Call, tool ToolFunc, e *journalEnt
 
 	// The tool, with the call's idempotency key in its context too.
 	start := time.Now()
+	// The lease is renewed while the tool runs (renew takes t.mu), however long it takes.
+	t.mu.Unlock()
 	res, terr := runTool(withIdempotencyKey(ctx, call.IdempotencyKey), call, tool)
+	t.mu.Lock()
 	dur := time.Since(start)
 	settle(CallReport{Ran: true, Failed: terr != nil, Duration: dur, ResultSize: len(res)})
 

@@ -25,6 +25,7 @@ func RunGovernance(t *testing.T, open func(t *testing.T) governance.Store) {
 	t.Run("Mismatch", func(t *testing.T) { testMismatch(t, open(t)) })
 	t.Run("Lease", func(t *testing.T) { testLease(t, open(t)) })
 	t.Run("OutcomeUnknown", func(t *testing.T) { testOutcomeUnknown(t, open(t)) })
+	t.Run("LongToolKeepsLease", func(t *testing.T) { testLongToolKeepsLease(t, open(t)) })
 	t.Run("Tampering", func(t *testing.T) { testTampering(t, open(t)) })
 	t.Run("LimitsContinue", func(t *testing.T) { testLimitsContinue(t, open(t)) })
 	t.Run("SharedBudget", func(t *testing.T) { testSharedBudget(t, open(t)) })
@@ -363,6 +364,32 @@ func testLease(t *testing.T, store governance.Store) {
 	}
 	if info, _ := gb.TaskInfo(ctx, task.ID()); info.State != governance.TaskDone || info.Calls != 2 {
 		t.Fatalf("TaskInfo = %+v; want done with 2 calls", info)
+	}
+}
+
+// A tool that runs longer than the lease's TTL does not lose the task: the lease is renewed meanwhile.
+func testLongToolKeepsLease(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	g := newGate(t, store, governance.Limits{})
+	task, err := g.NewTask(ctx, governance.TaskOptions{Fingerprint: "fp", Holder: "slow-replica"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := newGate(t, store, governance.Limits{})
+	var took error
+	_, err = task.Run().Do(ctx, call("slow", `{}`), func(context.Context, governance.Call) ([]byte, error) {
+		time.Sleep(3 * time.Second) // past the 2 s TTL of newGate's leases
+		_, took = other.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"})
+		return []byte(`"done"`), nil
+	})
+	if err != nil {
+		t.Fatalf("the slow call: %v", err)
+	}
+	if !errors.Is(took, governance.ErrTaskBusy) {
+		t.Fatalf("another process resuming the task while its slow tool ran = %v; want ErrTaskBusy (the lease renewed)", took)
+	}
+	if err := task.End(ctx, 0, ""); err != nil {
+		t.Fatal(err)
 	}
 }
 
