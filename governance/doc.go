@@ -31,6 +31,17 @@
 // ([AllowAll], [DenyAll]), for user interfaces ([ChanApprover]) and for terminals ([TerminalApprover]), per-run
 // [Limits], and auditors ([JSONLAuditor], [MemoryAuditor], [MultiAuditor], [DiscardAuditor]).
 //
+// # Durable tasks
+//
+// With GateConfig.Store (a [Store]: [MemoryStore], or SQLite and PostgreSQL from package
+// github.com/wasmbox/wasmbox/store), [Gate.NewTask] starts a task whose calls are journaled in the store, with
+// its counters, its pending call and its own hash-chained audit log. A call that needs approval (or a policy's
+// [Pause]) pauses the task instead of waiting: [Run.Do] returns a *[PausedError] and [Run.Halted] reports it.
+// [Gate.Decide] records a decision once, from any process; [Gate.ResumeTask] opens the task in any process,
+// and its Run answers the journaled calls without running their tools again before making new ones. A lease
+// gives a task to one process at a time. [StoreBudget] and [StoreAuditor] share a budget and an audit chain
+// across the processes of a fleet. Package wasmbox runs programs, Sessions and agents as tasks on top of this.
+//
 // # Safe defaults
 //
 // Everything fails closed. A nil policy denies everything; tools a policy does not name are denied; a tool
