@@ -146,14 +146,7 @@ func (a *Agent) runTask(ctx context.Context, t *governance.Task, ws *wasmbox.Wor
 	start := time.Now()
 	res, err := a.runWith(ctx, ws, task, t.Run(), t)
 	res.TaskID = t.ID()
-	used := time.Since(start)
-	if t.Replay() > 0 {
-		if since := t.LiveSince(); !since.IsZero() {
-			used = min(time.Since(since), used)
-		} else {
-			used = 0
-		}
-	}
+	used := t.LiveTime(time.Since(start))
 	var paused *governance.PausedError
 	failure := ""
 	switch halted := t.Halted(); {

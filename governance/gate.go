@@ -357,13 +357,12 @@ func (r *Run) Do(ctx context.Context, call Call, tool ToolFunc) (Outcome, error)
 	ctx, span := r.g.tel.start(ctx, &call)
 	var out Outcome
 	var err error
+	call.IdempotencyKey = ""
 	if r.task != nil {
-		call.IdempotencyKey = ""
 		out, err = r.task.do(ctx, call, tool)
 		r.g.tel.end(ctx, span, out, err)
 		return out, err
 	}
-	call.IdempotencyKey = ""
 	out, err = r.do(ctx, call, tool, span)
 	if out.Status == StatusAbandoned && inline(ctx) {
 		return out, err // the span ended when the gate gave up on the tool (inlineJob.abandon)

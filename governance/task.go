@@ -580,12 +580,19 @@ func (t *Task) End(ctx context.Context, used time.Duration, failure string) erro
 	return err
 }
 
-// LiveSince returns when this process's run of the task went past its journal (its first call that was not
-// answered from it), or the zero time if it has not (yet). Time before it was spent replaying.
-func (t *Task) LiveSince() time.Time {
+// LiveTime returns the part of this process's run of the task, which has lasted d so far, that was not a
+// replay of the task's earlier runs: the time since the run's first call that the journal did not answer (all of
+// d for a task without a journal, none while it still replays). It is the program time to charge the task.
+func (t *Task) LiveTime(d time.Duration) time.Duration {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.replayEnded
+	switch {
+	case len(t.journal) == 0:
+		return d
+	case t.replayEnded.IsZero():
+		return 0
+	}
+	return min(time.Since(t.replayEnded), d)
 }
 
 // Halted is [Run.Halted] of the task's run.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/wasmbox/wasmbox/governance"
 )
@@ -63,25 +62,9 @@ func (s *Sandbox) ResumeSessionTask(ctx context.Context, id string, opts TaskOpt
 	if err := s.taskReady(Program{}); err != nil {
 		return nil, nil, err
 	}
-	gate := s.cfg.Gate
-	info, err := gate.TaskInfo(ctx, id)
-	if err != nil {
-		return nil, nil, fmt.Errorf("wasmbox: ResumeSessionTask: %w", err)
-	}
-	if !strings.HasSuffix(info.Fingerprint, sessionKind) {
-		return nil, nil, fmt.Errorf("wasmbox: ResumeSessionTask: %w: task %s is a program's, not a Session's (use ResumeTask)", governance.ErrTaskMismatch, id)
-	}
-	if why := fingerprintDiff(strings.TrimSuffix(info.Fingerprint, sessionKind), s.taskFingerprint(nil)); why != "" {
-		return nil, nil, fmt.Errorf("wasmbox: ResumeSessionTask: %w: task %s: %s", governance.ErrTaskMismatch, id, why)
-	}
-	task, err := gate.ResumeTask(ctx, id, governance.TaskOptions{Fingerprint: info.Fingerprint, Holder: opts.Holder})
-	var paused *governance.PausedError
-	if errors.As(err, &paused) {
-		pending := paused.Pending
-		return nil, &Result{TaskID: id, Paused: &pending, ExitCode: -1}, runError(KindPaused, ErrPaused, err)
-	}
-	if err != nil {
-		return nil, nil, fmt.Errorf("wasmbox: ResumeSessionTask: %w", err)
+	task, _, pausedRes, err := s.openTask(ctx, "ResumeSessionTask", id, opts, true)
+	if task == nil {
+		return nil, pausedRes, err
 	}
 	fail := func(err error) (*Session, *Result, error) {
 		_ = task.End(context.WithoutCancel(ctx), 0, err.Error())
@@ -143,7 +126,7 @@ func (se *Session) taskExec(ctx context.Context, p Program) error {
 func (se *Session) taskExecDone(ctx context.Context, res *Result, err error) (*Result, error) {
 	if res != nil {
 		if se.replaying {
-			se.used += liveTime(se.task, res.Duration)
+			se.used += se.task.LiveTime(res.Duration)
 		} else {
 			se.used += res.Duration
 		}

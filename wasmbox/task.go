@@ -108,25 +108,9 @@ func (s *Sandbox) ResumeTask(ctx context.Context, id string, opts TaskOptions) (
 	if err := s.taskReady(Program{}); err != nil {
 		return nil, err
 	}
-	gate := s.cfg.Gate
-	info, err := gate.TaskInfo(ctx, id)
-	if err != nil {
-		return nil, fmt.Errorf("wasmbox: ResumeTask: %w", err)
-	}
-	if strings.HasSuffix(info.Fingerprint, sessionKind) {
-		return nil, fmt.Errorf("wasmbox: ResumeTask: %w: task %s is a Session's, not a program's (use ResumeSessionTask)", governance.ErrTaskMismatch, id)
-	}
-	if why := fingerprintDiff(info.Fingerprint, s.taskFingerprint(nil)); why != "" {
-		return nil, fmt.Errorf("wasmbox: ResumeTask: %w: task %s: %s", governance.ErrTaskMismatch, id, why)
-	}
-	task, err := gate.ResumeTask(ctx, id, governance.TaskOptions{Fingerprint: info.Fingerprint, Holder: opts.Holder})
-	var paused *governance.PausedError
-	if errors.As(err, &paused) {
-		pending := paused.Pending
-		return &Result{TaskID: id, Paused: &pending, ExitCode: -1}, runError(KindPaused, ErrPaused, err)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("wasmbox: ResumeTask: %w", err)
+	task, info, res, err := s.openTask(ctx, "ResumeTask", id, opts, false)
+	if task == nil {
+		return res, err
 	}
 	fail := func(err error) (*Result, error) {
 		_ = task.End(context.WithoutCancel(ctx), 0, err.Error())
@@ -150,6 +134,37 @@ func (s *Sandbox) ResumeTask(ctx context.Context, id string, opts TaskOptions) (
 	return s.runTask(ctx, task, Program{Code: meta.Code, Filename: meta.Filename, Args: meta.Args, Workspace: ws, timeout: timeout})
 }
 
+// openTask opens task id for a resume (op names the caller in errors): it refuses a task of the other kind
+// (a Session's or a program's) or of another configuration, and answers a task still waiting for its decision
+// with a Result naming the call and ErrPaused. The Task is nil whenever the error is not.
+func (s *Sandbox) openTask(ctx context.Context, op, id string, opts TaskOptions, session bool) (*governance.Task, governance.TaskInfo, *Result, error) {
+	gate := s.cfg.Gate
+	info, err := gate.TaskInfo(ctx, id)
+	if err != nil {
+		return nil, info, nil, fmt.Errorf("wasmbox: %s: %w", op, err)
+	}
+	isSession := strings.HasSuffix(info.Fingerprint, sessionKind)
+	switch {
+	case isSession && !session:
+		return nil, info, nil, fmt.Errorf("wasmbox: %s: %w: task %s is a Session's, not a program's (use ResumeSessionTask)", op, governance.ErrTaskMismatch, id)
+	case !isSession && session:
+		return nil, info, nil, fmt.Errorf("wasmbox: %s: %w: task %s is a program's, not a Session's (use ResumeTask)", op, governance.ErrTaskMismatch, id)
+	}
+	if why := fingerprintDiff(strings.TrimSuffix(info.Fingerprint, sessionKind), s.taskFingerprint(nil)); why != "" {
+		return nil, info, nil, fmt.Errorf("wasmbox: %s: %w: task %s: %s", op, governance.ErrTaskMismatch, id, why)
+	}
+	task, err := gate.ResumeTask(ctx, id, governance.TaskOptions{Fingerprint: info.Fingerprint, Holder: opts.Holder})
+	var paused *governance.PausedError
+	if errors.As(err, &paused) {
+		pending := paused.Pending
+		return nil, info, &Result{TaskID: id, Paused: &pending, ExitCode: -1}, runError(KindPaused, ErrPaused, err)
+	}
+	if err != nil {
+		return nil, info, nil, fmt.Errorf("wasmbox: %s: %w", op, err)
+	}
+	return task, info, nil, nil
+}
+
 // taskReady checks that the Sandbox can run durable tasks and p can be one.
 func (s *Sandbox) taskReady(p Program) error {
 	switch {
@@ -171,7 +186,7 @@ func (s *Sandbox) runTask(ctx context.Context, task *governance.Task, p Program)
 	res, err := s.RunProgram(ctx, p)
 	var used time.Duration
 	if res != nil {
-		used = liveTime(task, res.Duration)
+		used = task.LiveTime(res.Duration)
 	}
 	halted := task.Halted()
 	var paused *governance.PausedError
@@ -316,18 +331,6 @@ func restoreInto(ws *Workspace, files []taskFile) error {
 		_ = f.Chmod(tf.Path, tf.Mode.Perm())
 	}
 	return nil
-}
-
-// liveTime is the part of a run of d that was not a replay of the task's earlier runs: the program time the
-// task's deadline accounting charges.
-func liveTime(task *governance.Task, d time.Duration) time.Duration {
-	if task.Replay() == 0 {
-		return d
-	}
-	if since := task.LiveSince(); !since.IsZero() {
-		return min(time.Since(since), d)
-	}
-	return 0
 }
 
 // TaskFingerprint identifies this Sandbox's configuration in durable tasks (interpreter, tools, the settings
