@@ -68,6 +68,10 @@ type Record struct {
 	ResultSHA256 string `json:"result_sha256"`
 	PrevHash     string `json:"prev_hash"`
 	Hash         string `json:"hash"`
+
+	// result is a result whose ResultSHA256 a MemoryAuditor computes when the record is read (see
+	// MemoryAuditor.keep); nil in every record any auditor is given or returns.
+	result []byte
 }
 
 // RecordVersion is the current value of Record.Version.
@@ -127,17 +131,50 @@ type MemoryAuditor struct {
 	// lastArgs is the copy of the arguments of the last record that had any: records are never modified, so
 	// a record with the same arguments shares it.
 	lastArgs json.RawMessage
+	// arena is the chunk that small copies of arguments and results go into (own).
+	arena []byte
 }
 
 // recordCost is what rec costs a MemoryAuditor.
 func recordCost(rec *Record) int64 {
 	return memRecordOverhead + int64(len(rec.Args)+len(rec.Chain)+len(rec.RunID)+len(rec.Tool)+len(rec.Source)+
 		len(rec.Decision)+len(rec.Reason)+len(rec.DecidedBy)+len(rec.Outcome)+len(rec.Error)+len(rec.ResultSHA256)+
-		len(rec.ArgsSHA256)+len(rec.PrevHash)+len(rec.Hash))
+		len(rec.ArgsSHA256)+len(rec.PrevHash)+len(rec.Hash)+pendingCost(rec))
+}
+
+// pendingCost is what a result whose digest is still to be computed costs: its bytes and the digest to come.
+func pendingCost(rec *Record) int {
+	if rec.result == nil {
+		return 0
+	}
+	return len(rec.result) + 2*sha256.Size
 }
 
 // Record keeps a copy of rec, dropping the oldest records beyond Limit and MaxBytes.
 func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
+	rec.result = nil
+	return m.keep(&rec, nil)
+}
+
+// The bounds of the bytes a MemoryAuditor copies into its arena (one allocation per chunk rather than one per
+// record): larger pieces get their own allocation.
+const (
+	memArenaChunk    = 64 << 10
+	memArenaMaxPiece = 4 << 10
+)
+
+// maxDeferredResult is the largest result whose SHA-256 the gate leaves to its MemoryAuditor (keep): copying a
+// small result costs a few nanoseconds where hashing it costs about a hundred, and the digest of a record is
+// only needed when the record is read. Larger results are hashed at once, so that the auditor never holds a
+// large result for its digest's sake.
+const maxDeferredResult = 1 << 10
+
+// keep is Record for the gate's own records, without the copy through the interface: it copies *rec into the
+// ring (rec is not modified). With result not nil (at most maxDeferredResult bytes), rec describes a tool's
+// result whose digest is still to be computed: the auditor keeps a copy of result and sets ResultSize now and
+// ResultSHA256 when the record is first read (Records, RunRecords), from the bytes as they were when the call
+// ended.
+func (m *MemoryAuditor) keep(rec *Record, result []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.Err != nil {
@@ -147,19 +184,26 @@ func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 	if maxBytes == 0 {
 		maxBytes = DefaultMemoryAuditorBytes
 	}
-	cost := recordCost(&rec)
-	if maxBytes > 0 && cost > maxBytes/16 && len(rec.Args) > 0 {
-		sum := sha256.Sum256(rec.Args)
-		rec.ArgsSize, rec.ArgsSHA256, rec.Args = int64(len(rec.Args)), hex.EncodeToString(sum[:]), nil
-		cost = recordCost(&rec)
+	cost := recordCost(rec) - int64(pendingCost(rec))
+	if result != nil {
+		cost += int64(len(result)) + 2*sha256.Size
 	}
-	if rec.Args != nil {
+	args := rec.Args
+	var argsSize int64
+	var argsSum string
+	if maxBytes > 0 && cost > maxBytes/16 && len(args) > 0 {
+		sum := sha256.Sum256(args)
+		cost -= int64(len(args))
+		argsSize, argsSum, args = int64(len(args)), hex.EncodeToString(sum[:]), nil
+		cost += int64(len(argsSum))
+	}
+	if args != nil {
 		// A call's "allowed" and outcome records carry the same arguments: they share one copy.
-		if m.lastArgs != nil && bytes.Equal(m.lastArgs, rec.Args) {
-			rec.Args = m.lastArgs
+		if m.lastArgs != nil && bytes.Equal(m.lastArgs, args) {
+			args = m.lastArgs
 		} else {
-			rec.Args = append(json.RawMessage(nil), rec.Args...)
-			m.lastArgs = rec.Args
+			args = m.own(args)
+			m.lastArgs = args
 		}
 	}
 	if m.n == len(m.ring) {
@@ -171,7 +215,16 @@ func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 	if i >= len(m.ring) {
 		i -= len(m.ring)
 	}
-	m.ring[i] = rec
+	slot := &m.ring[i]
+	*slot = *rec
+	slot.Args = args
+	if argsSum != "" {
+		slot.ArgsSize, slot.ArgsSHA256 = argsSize, argsSum
+	}
+	slot.result = nil
+	if result != nil {
+		slot.ResultSize, slot.ResultSHA256, slot.result = int64(len(result)), "", m.own(result)
+	}
 	m.n++
 	m.size += cost
 	for m.n > 1 && ((m.Limit > 0 && m.n > m.Limit) || (maxBytes > 0 && m.size > maxBytes)) {
@@ -184,6 +237,40 @@ func (m *MemoryAuditor) Record(_ context.Context, rec Record) error {
 		m.dropped++
 	}
 	return nil
+}
+
+// own returns a copy of b: small pieces share chunks of one arena (a chunk lives as long as a kept record, or a
+// record returned by Records, points into it), larger ones get their own allocation. The copy's capacity ends
+// with it, so that appending to it never overwrites the next piece.
+func (m *MemoryAuditor) own(b []byte) []byte {
+	if len(b) > memArenaMaxPiece {
+		return bytes.Clone(b)
+	}
+	if cap(m.arena)-len(m.arena) < len(b) {
+		m.arena = make([]byte, 0, memArenaChunk)
+	}
+	n := len(m.arena)
+	m.arena = append(m.arena, b...)
+	return m.arena[n:len(m.arena):len(m.arena)]
+}
+
+// settle computes the digest of rec's result if it is still to be computed (keep).
+func (m *MemoryAuditor) settle(rec *Record) {
+	if rec.result == nil {
+		return
+	}
+	sum := sha256.Sum256(rec.result)
+	m.size -= int64(len(rec.result))
+	rec.ResultSHA256, rec.result = hex.EncodeToString(sum[:]), nil
+}
+
+// settleAll computes every digest still to be computed.
+func (m *MemoryAuditor) settleAll() {
+	for _, part := range m.parts() {
+		for i := range part {
+			m.settle(&part[i])
+		}
+	}
 }
 
 // parts returns the kept records, oldest first, as the two runs of the ring they occupy.
@@ -206,6 +293,7 @@ func (m *MemoryAuditor) kept(dst []Record) []Record {
 func (m *MemoryAuditor) Records() []Record {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.settleAll()
 	return m.kept(make([]Record, 0, m.n))
 }
 
@@ -217,6 +305,7 @@ func (m *MemoryAuditor) RunRecords(runID string) []Record {
 	for _, part := range m.parts() {
 		for i := range part {
 			if part[i].RunID == runID {
+				m.settle(&part[i])
 				out = append(out, part[i])
 			}
 		}
@@ -242,5 +331,5 @@ func (m *MemoryAuditor) Dropped() int64 {
 func (m *MemoryAuditor) Reset() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.ring, m.head, m.n, m.size, m.dropped, m.lastArgs = nil, 0, 0, 0, 0, nil
+	m.ring, m.head, m.n, m.size, m.dropped, m.lastArgs, m.arena = nil, 0, 0, 0, 0, nil, nil
 }

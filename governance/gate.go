@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"reflect"
 	"runtime/debug"
 	"strconv"
@@ -150,6 +149,12 @@ type Gate struct {
 	store           Store
 	storeKey        []byte
 	leaseTTLv       time.Duration
+	// mem is the auditor when it is a *MemoryAuditor: its records are kept without the copy through the
+	// interface, and the digest of a small result is left to it (MemoryAuditor.keep).
+	mem *MemoryAuditor
+	// plainLimits is set when the limits have no per-tool caps: a call's budget check then touches only
+	// counters of its own (see Run.reserve).
+	plainLimits bool
 }
 
 // NewGate returns a gate for cfg.
@@ -179,7 +184,9 @@ func NewGate(cfg GateConfig) (*Gate, error) {
 		store:           cfg.Store,
 		storeKey:        bytes.Clone(cfg.StoreAuditKey),
 		leaseTTLv:       cfg.LeaseTTL,
+		plainLimits:     len(cfg.Limits.ToolCaps) == 0,
 	}
+	g.mem, _ = cfg.Auditor.(*MemoryAuditor)
 	if n := len(cfg.StoreAuditKey); n > 0 && n < MinKeyBytes {
 		return nil, fmt.Errorf("governance: NewGate: StoreAuditKey is %d bytes, want at least %d", n, MinKeyBytes)
 	}
@@ -221,26 +228,34 @@ type Run struct {
 	// flooded is set once denied reaches the gate's maxDenied (and never cleared), for Flooded without the lock.
 	flooded atomic.Bool
 
-	mu           sync.Mutex
-	calls        int64
-	denied       int64
-	unaudited    int64
-	flood        bool // the flood refusal was audited
-	cost         int64
-	irreversible int64
-	perTool      map[string]int64
+	// calls, cost and irreversible are counters that calls within the limits update without the lock; a limit
+	// that reads them is checked under mu (reserve).
+	calls        atomic.Int64
+	cost         atomic.Int64
+	irreversible atomic.Int64
+	// lastTool is the counter of the last tool called, so that a run of calls of one tool skips the lookup in
+	// perTool.
+	lastTool atomic.Pointer[toolCount]
+	// base is the instant the run's clock counts from (now).
+	base atomic.Pointer[time.Time]
+
+	mu        sync.Mutex
+	denied    int64
+	unaudited int64
+	flood     bool // the flood refusal was audited
+	// perTool counts the calls of each tool (guarded by mu; each counter is updated atomically).
+	perTool map[string]*toolCount
 
 	workers handoff.Pool // the goroutines that run tools when the call's context can end
 	// watches are the contexts of the tools running inline (runInline), by their Done channel: one AfterFunc per
 	// context, not per call. Guarded by mu.
 	watches map[<-chan struct{}]*inlineWatch
-	// lastDone and lastWatch are the last watch used, so that the calls of one context (an exec's) skip the
-	// lookup in watches. Guarded by mu; cleared when that watch is dropped.
-	lastDone  <-chan struct{}
-	lastWatch *inlineWatch
+	// lastWatch is the last watch used, so that the calls of one context (an exec's) find it without the lock
+	// (watchInline); cleared when that watch is dropped.
+	lastWatch atomic.Pointer[inlineWatch]
 	// spare is an inlineJob no timer can reach any more, kept for the next inline call (one heap object less per
-	// call in a tight loop of calls). Guarded by mu.
-	spare *inlineJob
+	// call in a tight loop of calls).
+	spare atomic.Pointer[inlineJob]
 	// lastAudit is the audit context of the last call's context (auditContext): a sandbox's calls of one exec
 	// share a context, so they share one context.WithoutCancel too.
 	lastAudit atomic.Pointer[auditCtx]
@@ -251,6 +266,50 @@ type Run struct {
 }
 
 type haltReason struct{ err error }
+
+// toolCount is the number of calls of one tool in a run that passed the budget check and were not refunded.
+type toolCount struct {
+	name string
+	n    atomic.Int64
+}
+
+// toolCounter returns the counter of tool's calls, creating it.
+func (r *Run) toolCounter(tool string) *toolCount {
+	if c := r.lastTool.Load(); c != nil && c.name == tool {
+		return c
+	}
+	r.mu.Lock()
+	c := r.perTool[tool]
+	if c == nil {
+		if r.perTool == nil {
+			r.perTool = map[string]*toolCount{}
+		}
+		c = &toolCount{name: tool}
+		r.perTool[tool] = c
+	}
+	r.mu.Unlock()
+	r.lastTool.Store(c)
+	return c
+}
+
+// clockRefresh is how long a run derives wall-clock instants from the monotonic clock before it reads the wall
+// clock again (now).
+const clockRefresh = time.Second
+
+// now returns the current instant, with its monotonic reading. It reads only the monotonic clock, which costs
+// half as much as time.Now's two clocks on a kvm-clock VM, and adds it to the last reading of the wall clock,
+// which it takes again once that is clockRefresh old: a step of the wall clock shows in the records within a
+// second, and the instants of one call stay in order whatever the wall clock does.
+func (r *Run) now() time.Time {
+	if b := r.base.Load(); b != nil {
+		if d := time.Since(*b); d >= 0 && d < clockRefresh {
+			return b.Add(d)
+		}
+	}
+	t := time.Now()
+	r.base.Store(&t)
+	return t
+}
 
 // Halted returns why the run must end now, or nil: a *PausedError when a durable task paused at a call, or
 // an error wrapping ErrStore, ErrDiverged or ErrTaskLost when a durable task can no longer be governed. Every
@@ -321,7 +380,16 @@ func (r *Run) Usage() RunUsage {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return RunUsage{Calls: r.calls, Denied: r.denied, Unaudited: r.unaudited, CostUnits: r.cost, Irreversible: r.irreversible, PerTool: maps.Clone(r.perTool)}
+	var perTool map[string]int64
+	for name, c := range r.perTool {
+		if n := c.n.Load(); n > 0 {
+			if perTool == nil {
+				perTool = map[string]int64{}
+			}
+			perTool[name] = n
+		}
+	}
+	return RunUsage{Calls: r.calls.Load(), Denied: r.denied, Unaudited: r.unaudited, CostUnits: r.cost.Load(), Irreversible: r.irreversible.Load(), PerTool: perTool}
 }
 
 // Flooded reports whether the run has had Limits.MaxDeniedCalls denials: every further call is refused
@@ -380,14 +448,14 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	call.Seq = r.seq.Add(1)
 	actx := r.auditContext(ctx) // for audit records: written even if ctx has ended
 
-	// Validation and the context's state are read first (neither has an effect), so that the flood check and
-	// the hard cap's count take one lock.
 	invalid := g.validate(call, tool)
 	cerr := ctx.Err()
 
-	// 0. A flooded run refuses everything; only the first refusal is audited, so the log stays bounded.
-	r.mu.Lock()
-	if r.denied >= g.maxDenied {
+	// 0. A flooded run refuses everything; only the first refusal is audited, so the log stays bounded. The run
+	// is flooded exactly when its denials reached maxDenied (addDenied), so the atomic flag spares the lock to
+	// every call of a run that is not.
+	if r.flooded.Load() {
+		r.mu.Lock()
 		first := !r.flood
 		r.flood = true
 		if !first {
@@ -405,10 +473,8 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	// 1. The hard cap counts every call that is well formed and still wanted.
 	var n int64
 	if invalid == "" && cerr == nil {
-		r.calls++
-		n = r.calls
+		n = r.calls.Add(1)
 	}
-	r.mu.Unlock()
 
 	if invalid != "" {
 		return r.deny(actx, call, nil, ErrInvalidCall, nil, "gate", invalid)
@@ -455,7 +521,7 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 	// The call's one reading of the wall clock: its later instants (the tool's start and end) are this one plus
 	// the monotonic time since, which costs half as much to read and keeps one call's records in order even if
 	// the wall clock is stepped meanwhile.
-	decided := time.Now()
+	decided := r.now()
 	display := g.redactArgs(call.Tool, call.Args)
 	rec := g.baseRecordAt(call, decided)
 	g.setArgs(&rec, display)
@@ -490,8 +556,11 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 			&DeniedError{Tool: call.Tool, RunID: call.RunID, Seq: call.Seq, Reason: dec.Reason, DecidedBy: dec.DecidedBy, Kind: ErrAudit, Err: err}
 	}
 
-	// 6. The tool.
-	start := decided.Add(time.Since(decided))
+	// 6. The tool. Its time counts from the decision (the "allowed" record is all that came between).
+	start := decided
+	if approvalWait > 0 {
+		start = r.now()
+	}
 	if inline(ctx) {
 		// The caller's goroutine is abandoned when ctx ends: the tool runs here, watched by a timer.
 		res, terr, abandoned := r.runInline(ctx, actx, call, tool, &rec, start, settle, span, dec, approvalWait)
@@ -532,6 +601,13 @@ func (r *Run) outcome(actx context.Context, call Call, dec Decision, rec *Record
 		out.Status = StatusFailed
 		rec.Outcome = StatusFailed
 		rec.Error = truncateUTF8(terr.Error(), maxErrorBytes)
+	} else if g.mem != nil && res != nil && len(res) <= maxDeferredResult {
+		// The memory auditor keeps a copy of a small result and hashes it when the record is read.
+		if err := g.mem.keep(rec, res); err != nil {
+			out.AuditErr = err
+			g.log.Error("governance: outcome not audited", "run", call.RunID, "seq", call.Seq, "tool", call.Tool, "error", err)
+		}
+		return out, nil
 	} else {
 		sum := sha256.Sum256(res)
 		var hexSum [2 * sha256.Size]byte
@@ -722,6 +798,9 @@ func (g *Gate) evaluate(ctx context.Context, call Call) (v Verdict, err error) {
 }
 
 func (g *Gate) record(ctx context.Context, rec *Record) (err error) {
+	if g.mem != nil {
+		return g.mem.keep(rec, nil)
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("%w: auditor panicked: %v", ErrAudit, p)
@@ -935,42 +1014,55 @@ func runTool(ctx context.Context, call Call, tool ToolFunc) (res []byte, err err
 }
 
 // reserve applies the run's Limits to call and books it; it returns why the call is refused, or "".
+//
+// A call that no limit applies to (no cap on its tool, no cost or no cost limit, not irreversible or no limit
+// of those) only adds to counters, atomically and without the lock; any other is checked and booked under the
+// run's lock. The two never disagree: a counter that some call's limit reads is only ever changed under the
+// lock (a tool's counter when the limits cap that tool, the cost when they cap the cost and the call costs
+// something, the irreversible calls when they cap those and the call is irreversible).
 func (r *Run) reserve(call Call) string {
 	l := &r.g.limits
+	costly := call.Cost > 0 && l.MaxCostUnits != 0
+	irrev := call.Effect == Irreversible
+	capped := irrev && l.MaxIrreversible != 0
+	if r.g.plainLimits && !costly && !capped {
+		r.toolCounter(call.Tool).n.Add(1)
+		if call.Cost > 0 {
+			r.cost.Add(call.Cost)
+		}
+		if irrev {
+			r.irreversible.Add(1)
+		}
+		return ""
+	}
+	c := r.toolCounter(call.Tool)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if limit, ok := l.ToolCaps[call.Tool]; ok && r.perTool[call.Tool] >= max(limit, 0) {
+	if limit, ok := l.ToolCaps[call.Tool]; ok && c.n.Load() >= max(limit, 0) {
 		return "max calls of this tool per run (" + strconv.FormatInt(max(limit, 0), 10) + ") reached"
 	}
-	if call.Cost > 0 && l.MaxCostUnits != 0 {
-		if l.MaxCostUnits < 0 || call.Cost > l.MaxCostUnits-r.cost {
-			return fmt.Sprintf("cost units: %d used + %d would exceed max %d", r.cost, call.Cost, max(l.MaxCostUnits, 0))
+	if costly {
+		if used := r.cost.Load(); l.MaxCostUnits < 0 || call.Cost > l.MaxCostUnits-used {
+			return fmt.Sprintf("cost units: %d used + %d would exceed max %d", used, call.Cost, max(l.MaxCostUnits, 0))
 		}
 	}
-	if call.Effect == Irreversible && l.MaxIrreversible != 0 && r.irreversible >= max(l.MaxIrreversible, 0) {
+	if capped && r.irreversible.Load() >= max(l.MaxIrreversible, 0) {
 		return "max irreversible calls per run (" + strconv.FormatInt(max(l.MaxIrreversible, 0), 10) + ") reached"
 	}
-	if r.perTool == nil {
-		r.perTool = make(map[string]int64)
-	}
-	r.perTool[call.Tool]++
-	r.cost += call.Cost
-	if call.Effect == Irreversible {
-		r.irreversible++
+	c.n.Add(1)
+	r.cost.Add(call.Cost)
+	if irrev {
+		r.irreversible.Add(1)
 	}
 	return ""
 }
 
 // release refunds what reserve booked for call.
 func (r *Run) release(call Call) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.perTool[call.Tool]--; r.perTool[call.Tool] <= 0 {
-		delete(r.perTool, call.Tool)
-	}
-	r.cost -= call.Cost
+	r.toolCounter(call.Tool).n.Add(-1)
+	r.cost.Add(-call.Cost)
 	if call.Effect == Irreversible {
-		r.irreversible--
+		r.irreversible.Add(-1)
 	}
 }
 
@@ -1002,15 +1094,26 @@ type inlineJob struct {
 	span         trace.Span
 	dec          Decision
 	approvalWait time.Duration
-	// w is the watch j was registered with (guarded by the run's mu).
-	w *inlineWatch
+	// w is the watch j was registered with (guarded by the run's mu), and inSlot whether j is in its slot
+	// rather than among its jobs under the lock.
+	w      *inlineWatch
+	inSlot bool
 }
 
-// inlineWatch is the one AfterFunc of a context under which tools run inline, and those tools: one in the slot
-// (a sandbox's calls come one at a time), any others in more.
+// inlineWatch is the one AfterFunc of a context under which tools run inline, and those tools. A sandbox's
+// calls come one at a time under one context: such a call takes the slot, an atomic, without the run's lock;
+// calls running at the same time as it go to one and more, under the lock.
+//
+// The slot and the context's end never miss each other: a call puts its job in the slot and then reads ended;
+// the end sets ended and then empties the slot. Either the end finds the job in the slot (and abandons it in
+// time), or the call sees ended and takes its job back (and registers it under the lock, where the end has
+// already happened, so a new watch fires at once).
 type inlineWatch struct {
-	one  *inlineJob
-	more map[*inlineJob]struct{}
+	done  <-chan struct{}
+	slot  atomic.Pointer[inlineJob]
+	ended atomic.Bool
+	one   *inlineJob
+	more  map[*inlineJob]struct{}
 }
 
 func (w *inlineWatch) add(j *inlineJob) {
@@ -1076,29 +1179,43 @@ func (r *Run) runInline(ctx, actx context.Context, call Call, tool ToolFunc, rec
 }
 
 // watchInline takes the run's spare job (or a new one), fills it in with fill and registers it under its
-// context's watch, creating the watch (one AfterFunc) for a new context; all under one lock, which orders the
-// job's fields before any timer's reads. A watch lives until its context ends (the sandbox ends the context of
-// every exec when it returns); a context that has already ended fires at once.
+// context's watch, creating the watch (one AfterFunc) for a new context. A call under the context of the last
+// watch takes the watch's slot when it is free, without the lock; any other registers under the lock, which
+// orders the job's fields before any timer's reads (the slot's atomics do that for the slot). A watch lives
+// until its context ends (the sandbox ends the context of every exec when it returns); a context that has
+// already ended fires at once.
 func (r *Run) watchInline(ctx context.Context, fill func(*inlineJob)) *inlineJob {
 	done := ctx.Done()
-	r.mu.Lock()
-	j := r.spare
-	r.spare = nil
+	j := r.spare.Swap(nil)
 	if j == nil {
 		j = &inlineJob{r: r}
 	}
 	fill(j)
-	w, first := r.lastWatch, false
-	if r.lastDone != done {
+	if w := r.lastWatch.Load(); w != nil && w.done == done && !w.ended.Load() {
+		if testHookBeforeSlot != nil {
+			testHookBeforeSlot()
+		}
+		if w.slot.CompareAndSwap(nil, j) {
+			j.w, j.inSlot = w, true
+			if !w.ended.Load() || !w.slot.CompareAndSwap(j, nil) {
+				return j // registered; or the context's end took it from the slot, and abandons it in time
+			}
+			j.w, j.inSlot = nil, false // the context ended meanwhile and its watch missed j: register it anew
+		}
+	}
+	r.mu.Lock()
+	w := r.lastWatch.Load()
+	first := false
+	if w == nil || w.done != done {
 		w = r.watches[done]
 		if first = w == nil; first {
 			if r.watches == nil {
 				r.watches = map[<-chan struct{}]*inlineWatch{}
 			}
-			w = &inlineWatch{}
+			w = &inlineWatch{done: done}
 			r.watches[done] = w
 		}
-		r.lastDone, r.lastWatch = done, w
+		r.lastWatch.Store(w)
 	}
 	w.add(j)
 	j.w = w
@@ -1109,17 +1226,27 @@ func (r *Run) watchInline(ctx context.Context, fill func(*inlineJob)) *inlineJob
 	return j
 }
 
+// testHookBeforeSlot, if set (by tests), runs between a call's first look at its watch and its taking the slot.
+var testHookBeforeSlot func()
+
 // unwatchInline removes j from its context's watch once its tool has returned. It reports whether j was still
 // there: then no timer was armed for it, nothing else can reach it, and it becomes the run's spare (cleared of
 // the call). Otherwise the context ended while the tool ran and j is left to the race with its timer.
 func (r *Run) unwatchInline(j *inlineJob) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if !j.w.remove(j) { // its context ended (inlineCtxEnded emptied the watch)
-		return false
+	if j.inSlot {
+		if !j.w.slot.CompareAndSwap(j, nil) {
+			return false // its context ended (inlineCtxEnded took it from the slot)
+		}
+	} else {
+		r.mu.Lock()
+		removed := j.w.remove(j)
+		r.mu.Unlock()
+		if !removed { // its context ended (inlineCtxEnded emptied the watch)
+			return false
+		}
 	}
-	j.ctx, j.actx, j.call, j.rec, j.settle, j.span, j.dec, j.w = nil, nil, Call{}, Record{}, nil, nil, Decision{}, nil
-	r.spare = j
+	j.ctx, j.actx, j.call, j.rec, j.settle, j.span, j.dec, j.w, j.inSlot = nil, nil, Call{}, Record{}, nil, nil, Decision{}, nil, false
+	r.spare.Store(j)
 	return true
 }
 
@@ -1129,11 +1256,13 @@ func (r *Run) inlineCtxEnded(done <-chan struct{}) {
 	r.mu.Lock()
 	var jobs []*inlineJob
 	if w := r.watches[done]; w != nil {
-		jobs = w.take()
-		delete(r.watches, done)
-		if r.lastWatch == w {
-			r.lastDone, r.lastWatch = nil, nil
+		w.ended.Store(true)
+		if j := w.slot.Swap(nil); j != nil {
+			jobs = append(jobs, j)
 		}
+		jobs = append(jobs, w.take()...)
+		delete(r.watches, done)
+		r.lastWatch.CompareAndSwap(w, nil)
 	}
 	r.mu.Unlock()
 	for _, j := range jobs {

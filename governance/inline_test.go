@@ -75,8 +75,10 @@ func TestInlineToolRunsOnTheCallerAndIsAbandonedOnTime(t *testing.T) {
 		}
 		time.Sleep(time.Millisecond)
 	}
-	if el := time.Since(start); el < 20*time.Millisecond+grace {
-		t.Errorf("abandoned after %v, before the deadline plus ToolGrace", el)
+	// Measured from the context's own deadline: the test's goroutine may be descheduled between making the
+	// context and reading start.
+	if dl, _ := hctx.Deadline(); time.Now().Before(dl.Add(grace)) {
+		t.Errorf("abandoned %v before the deadline plus ToolGrace", dl.Add(grace).Sub(time.Now()))
 	}
 	if got := seqRecords(6); got[0] != governance.StatusAllowed || got[1] != governance.StatusAbandoned {
 		t.Fatalf("records while the tool hangs: %v", got)

@@ -79,6 +79,9 @@ type Bridge struct {
 	inflight    inflightCall
 	inflightSeq atomic.Int64
 	abandoned   bool
+	// cur is the entry of the last call handed to the gate, which the tool function (runTool) takes when the
+	// gate hands it a call of that name, rather than looking the name up again.
+	cur atomic.Pointer[entry]
 }
 
 // inflightCall is the call in progress: active, with start the monotonic time since the bridge's epoch (read
@@ -160,14 +163,19 @@ func (b *Bridge) call(ctx context.Context, name string, e *entry, args json.RawM
 	b.inflight = inflightCall{name: name, args: args, start: start, active: true}
 	b.inflightSeq.Store(0)
 	b.mu.Unlock()
+	if e != nil {
+		b.cur.Store(e)
+	}
 	out, err := b.run.Do(ctx, governance.Call{Tool: name, Args: args, Effect: effect, Cost: cost, Source: b.source}, b.tool)
 	rec := ToolCall{Seq: out.Call.Seq, Tool: cut(name, maxToolNameBytes), Status: string(out.Status), DecidedBy: out.Decision.DecidedBy,
-		Reason: cut(out.Decision.Reason, maxCallTextBytes), Duration: time.Since(b.epoch) - start}
+		Reason: cut(out.Decision.Reason, maxCallTextBytes)}
 	if err == nil {
-		rec.Status = "ok"
+		// The gate timed the call from its decision to the tool's end; only the approval's wait came before.
+		rec.Status, rec.Duration = "ok", out.ApprovalWait+out.Duration
 		b.record(rec, args, true)
 		return out.Result, false
 	}
+	rec.Duration = time.Since(b.epoch) - start
 	typ, msg := pythonError(err)
 	msg = cut(msg, maxCallTextBytes)
 	rec.Error, rec.ErrorType = msg, typ
@@ -185,7 +193,10 @@ func (b *Bridge) call(ctx context.Context, name string, e *entry, args json.RawM
 // tool name.
 func (b *Bridge) runTool(ctx context.Context, call governance.Call) ([]byte, error) {
 	b.inflightSeq.Store(call.Seq)
-	e := b.reg.entry(call.Tool)
+	e := b.cur.Load()
+	if e == nil || e.Name != call.Tool {
+		e = b.reg.entry(call.Tool)
+	}
 	if e == nil {
 		return nil, fmt.Errorf("%w %q; the tools are: %s", errUnknownTool, cut(call.Tool, maxToolNameBytes), strings.Join(b.reg.Names(), ", "))
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -165,8 +166,10 @@ type wazeroInstance struct {
 
 	mu      sync.Mutex // guards pending against a buggy re-entrant guest; calls are otherwise sequential
 	pending []byte
-	hasResp bool
-	killed  bool
+	// pendingSet says whether pending holds a response (written under mu; read without it by drop, which
+	// then has nothing to do).
+	pendingSet atomic.Bool
+	killed     bool
 }
 
 func (i *wazeroInstance) Call(ctx context.Context, name string, params ...uint64) ([]uint64, error) {
@@ -345,14 +348,19 @@ func hostCallInto(ctx context.Context, mod api.Module, stack []uint64) {
 // keep makes resp the instance's pending response, for fetch.
 func (i *wazeroInstance) keep(resp []byte) {
 	i.mu.Lock()
-	i.pending, i.hasResp = resp, true
+	i.pending = resp
+	i.pendingSet.Store(true)
 	i.mu.Unlock()
 }
 
 // drop forgets the pending response, if any.
 func (i *wazeroInstance) drop() {
+	if !i.pendingSet.Load() {
+		return // the common case: the last response was delivered too
+	}
 	i.mu.Lock()
-	i.pending, i.hasResp = nil, false
+	i.pending = nil
+	i.pendingSet.Store(false)
 	i.mu.Unlock()
 }
 
@@ -380,11 +388,12 @@ func hostFetch(ctx context.Context, mod api.Module, stack []uint64) {
 	inst.mu.Lock()
 	defer inst.mu.Unlock()
 	resp := inst.pending
-	if !inst.hasResp || n < 0 || int(n) < len(resp) || !mod.Memory().Write(ptr, resp) {
+	if !inst.pendingSet.Load() || n < 0 || int(n) < len(resp) || !mod.Memory().Write(ptr, resp) {
 		stack[0] = api.EncodeI32(-1)
 		return
 	}
-	inst.pending, inst.hasResp = nil, false
+	inst.pending = nil
+	inst.pendingSet.Store(false)
 	stack[0] = api.EncodeI32(int32(len(resp)))
 }
 
