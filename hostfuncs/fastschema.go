@@ -219,12 +219,15 @@ func (s *fastSchema) check(b []byte, i int) (int, *fastError) {
 	}
 	kind := kindOf(b[i])
 	if s.types != 0 && s.types&kind == 0 {
-		ok := false
 		if kind == tNumber && s.types&tInteger != 0 {
 			end, _ := valueEnd(b, i)
-			ok = isIntegerNumber(b[i:end])
-		}
-		if !ok {
+			if !isIntegerNumber(b[i:end]) {
+				return 0, refuse("got %s, want %s", typeName(kind), typesName(s.types))
+			}
+			if s.enum == nil {
+				return end, nil // an integer, with nothing inside it to check
+			}
+		} else {
 			return 0, refuse("got %s, want %s", typeName(kind), typesName(s.types))
 		}
 	}
@@ -317,33 +320,47 @@ func (s *fastSchema) checkObject(b []byte, i int) (int, *fastError) {
 	} else {
 		for {
 			kEnd, _ := valueEnd(b, j)
-			key, kerr := jsonKey(b[j:kEnd])
-			if kerr != nil {
-				return 0, refuse("%v", kerr)
+			// A plain key (no escape, ASCII) is looked up and compared as the bytes it is, without making a
+			// string of it; only an error message, or a key that needs decoding, makes one.
+			tok := b[j:kEnd]
+			raw, plain := tok[1:len(tok)-1], plainKey(tok)
+			var decoded string
+			if !plain {
+				var kerr error
+				if decoded, kerr = jsonKey(tok); kerr != nil {
+					return 0, refuse("%v", kerr)
+				}
+				raw = nil
 			}
 			j = skipWS(b, kEnd)
 			j = skipWS(b, j+1) // ':'
-			sub, known := s.props[key]
+			var sub *fastSchema
+			var known bool
+			if plain {
+				sub, known = s.props[string(raw)]
+			} else {
+				sub, known = s.props[decoded]
+			}
 			switch {
 			case known:
 			case s.closed:
-				return 0, refuse("additional property %q is not allowed", key)
+				return 0, refuse("additional property %q is not allowed", keyText(raw, decoded, plain))
 			default:
 				sub = s.extra
 			}
 			var err *fastError
 			if j, err = sub.check(b, j); err != nil {
-				return 0, err.in(key)
+				return 0, err.in(keyText(raw, decoded, plain))
 			}
 			for n, r := range s.required {
-				if r == key {
+				if (plain && string(raw) == r) || (!plain && decoded == r) {
 					if n < 64 {
 						found |= 1 << n
 					} else {
 						if foundMore == nil {
 							foundMore = map[string]bool{}
 						}
-						foundMore[key] = true
+						foundMore[r] = true
 					}
 				}
 			}
@@ -361,6 +378,25 @@ func (s *fastSchema) checkObject(b []byte, i int) (int, *fastError) {
 		}
 	}
 	return j, nil
+}
+
+// plainKey reports whether the JSON string token tok holds no escape and no non-ASCII byte: its text between
+// the quotes is then the key itself.
+func plainKey(tok []byte) bool {
+	for _, c := range tok[1 : len(tok)-1] {
+		if c == '\\' || c >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// keyText is a key as a string, for messages.
+func keyText(raw []byte, decoded string, plain bool) string {
+	if plain {
+		return string(raw)
+	}
+	return decoded
 }
 
 // jsonKey returns the string a JSON string token stands for, decoding it as encoding/json does only when it
@@ -405,7 +441,14 @@ func isIntegerNumber(num []byte) bool {
 // exponent (minus the fraction's digits) beyond ±1e6 and one that does not fit an int64; both count as "not an
 // integer" here (isIntegerNumber then calls the large ones integers).
 func isIntegerText(num []byte) bool {
-	if bytes.IndexAny(num, ".eE") < 0 {
+	plain := true // digits and a sign only: the common case, decided without bytes.IndexAny's set
+	for _, c := range num {
+		if c == '.' || c == 'e' || c == 'E' {
+			plain = false
+			break
+		}
+	}
+	if plain {
 		return true
 	}
 	mant, expText := num, []byte(nil)
