@@ -3,11 +3,11 @@
 //
 // The targets, as bench/compare labels them:
 //
-//	P1  a fresh isolated sandbox running print(1), compiled module loaded, p50     ≤ 0.4 ms
-//	P2  a new process to its first result, with the compilation cache              ≤ 150 ms
-//	P3  pure-Python compute against native CPython 3.13, hard deadline on          ≤ 3× (≤ 2× on the wasmtime engine)
+//	P1  a fresh isolated sandbox running print(1), compiled module loaded, p50     ≤ 0.2 ms
+//	P2  a new process to its first result, with the compilation cache              ≤ 150 ms (default engine)
+//	P3  pure-Python compute against native CPython 3.13, hard deadline on          ≤ 2× (q3/q1 ≤ 1.15 over the rounds)
 //	P4  the cost of the hard deadline on compute                                   ≤ 10%
-//	P5  a tool call through the Gate (allow-all policy, in-memory audit)           ≤ 2 µs
+//	P5  a governed tool call from Python (policy, budget, audit, schema check)     ≤ 1 µs
 //	P6  private memory (PSS) added per live idle sandbox                           ≤ 2 MiB
 //	P7  trivial runs per second on 2 cores                                         ≥ 1,500
 //	P8  a fresh run of a runtime with numpy and pandas imported, p50               ≤ 2 ms
