@@ -62,6 +62,8 @@ type DB struct {
 	q    queries
 	// Prepared once per pool: a transaction binds them to its connection instead of preparing each query.
 	wst, rst stmts
+	// sw runs SQLite's write transactions (nil for PostgreSQL).
+	sw *sqliteWriter
 }
 
 type stmts struct{ get, put, del *sql.Stmt }
@@ -155,6 +157,10 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		d.Close()
 		return nil, err
 	}
+	if d.sw, err = newSQLiteWriter(ctx, w); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("store: sqlite %s: %w: %w", path, governance.ErrStore, err)
+	}
 	return d, nil
 }
 
@@ -215,6 +221,12 @@ func (d *DB) prepare(ctx context.Context) error {
 		st.del, err = db.PrepareContext(ctx, d.q.del)
 		return err
 	}
+	if d.kind == "sqlite" { // its writes run on sqliteWriter's statements
+		if err := prep(d.r, &d.rst, false); err != nil {
+			return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
+		}
+		return nil
+	}
 	if err := prep(d.w, &d.wst, true); err != nil {
 		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
@@ -265,7 +277,11 @@ func (d *DB) Kind() string { return d.kind }
 
 // Close closes the store's connections.
 func (d *DB) Close() error {
-	err := d.w.Close()
+	var err error
+	if d.sw != nil {
+		err = d.sw.close()
+	}
+	err = errors.Join(err, d.w.Close())
 	if d.r != d.w {
 		err = errors.Join(err, d.r.Close())
 	}
@@ -274,6 +290,9 @@ func (d *DB) Close() error {
 
 // Update implements governance.Store.
 func (d *DB) Update(ctx context.Context, fn func(tx governance.Tx) error) error {
+	if d.sw != nil {
+		return d.sw.update(ctx, d, fn)
+	}
 	opts := &sql.TxOptions{}
 	if d.kind == "postgres" {
 		opts.Isolation = sql.LevelSerializable
@@ -440,12 +459,7 @@ func (t *tx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 	limit = governance.ScanLimit(limit)
 	var rows *sql.Rows
 	var err error
-	// One lower bound, so that the index seeks to it (k > after is k >= after+"\x00" in byte order). With two,
-	// SQLite seeks by one and filters by the other: a prefix scan with after "" read every key before the prefix.
-	lower := []byte(prefix)
-	if after >= prefix {
-		lower = append([]byte(after), 0)
-	}
+	lower := scanLower(prefix, after)
 	if upper, ok := prefixEnd([]byte(prefix)); ok {
 		rows, err = t.tx.QueryContext(t.ctx, t.d.q.scanTo, lower, upper, limit)
 	} else {
@@ -470,6 +484,16 @@ func (t *tx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 		return nil, t.wrap("scan", err)
 	}
 	return out, nil
+}
+
+// scanLower is the one lower bound of a Scan, so that the index seeks to it (k > after is k >= after+"\x00" in
+// byte order). With two, SQLite seeks by one and filters by the other: a prefix scan with after "" read every
+// key before the prefix.
+func scanLower(prefix, after string) []byte {
+	if after >= prefix {
+		return append([]byte(after), 0)
+	}
+	return []byte(prefix)
 }
 
 // prefixEnd returns the smallest byte string greater than every string that starts with p; ok is false when
