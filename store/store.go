@@ -293,12 +293,8 @@ func (d *DB) Update(ctx context.Context, fn func(tx governance.Tx) error) error 
 	if d.sw != nil {
 		return d.sw.update(ctx, d, fn)
 	}
-	opts := &sql.TxOptions{}
-	if d.kind == "postgres" {
-		opts.Isolation = sql.LevelSerializable
-	}
 	for attempt := 1; ; attempt++ {
-		err := d.run(ctx, d.w, opts, false, fn)
+		err := d.pgUpdate(ctx, fn)
 		if err == nil || !retryable(err) || attempt >= maxAttempts || ctx.Err() != nil {
 			return err
 		}
