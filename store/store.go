@@ -60,13 +60,11 @@ type DB struct {
 	w    *sql.DB // write transactions
 	r    *sql.DB // read transactions (SQLite: a pool of its own, so that readers never take the write lock)
 	q    queries
-	// Prepared once per pool: a transaction binds them to its connection instead of preparing each query.
-	wst, rst stmts
+	// get is prepared once on r: a View binds it to its connection instead of preparing it each time.
+	get *sql.Stmt
 	// sw runs SQLite's write transactions (nil for PostgreSQL).
 	sw *sqliteWriter
 }
-
-type stmts struct{ get, put, del *sql.Stmt }
 
 type queries struct{ get, put, del, scan, scanTo string }
 
@@ -205,36 +203,10 @@ func openPostgres(ctx context.Context, u string) (*DB, error) {
 	return d, nil
 }
 
-// prepare prepares the statements of every transaction.
+// prepare prepares the statement of every View's Gets (Update's are prepared by sqliteWriter, or cached by pgx).
 func (d *DB) prepare(ctx context.Context) error {
-	prep := func(db *sql.DB, st *stmts, write bool) error {
-		var err error
-		if st.get, err = db.PrepareContext(ctx, d.q.get); err != nil {
-			return err
-		}
-		if !write {
-			return nil
-		}
-		if st.put, err = db.PrepareContext(ctx, d.q.put); err != nil {
-			return err
-		}
-		st.del, err = db.PrepareContext(ctx, d.q.del)
-		return err
-	}
-	if d.kind == "sqlite" { // its writes run on sqliteWriter's statements
-		if err := prep(d.r, &d.rst, false); err != nil {
-			return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
-		}
-		return nil
-	}
-	if err := prep(d.w, &d.wst, true); err != nil {
-		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
-	}
-	if d.r == d.w {
-		d.rst = d.wst
-		return nil
-	}
-	if err := prep(d.r, &d.rst, false); err != nil {
+	var err error
+	if d.get, err = d.r.PrepareContext(ctx, d.q.get); err != nil {
 		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
 	return nil
@@ -314,42 +286,24 @@ func (d *DB) View(ctx context.Context, fn func(tx governance.Tx) error) error {
 	if d.kind == "postgres" {
 		opts.Isolation = sql.LevelRepeatableRead
 	}
-	return d.run(ctx, d.r, opts, true, fn)
-}
-
-// run runs fn in one transaction of db.
-func (d *DB) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, readOnly bool, fn func(tx governance.Tx) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
-	stx, err := db.BeginTx(ctx, opts)
+	stx, err := d.r.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w: %w", d.kind, governance.ErrStore, err)
 	}
-	t := &tx{d: d, tx: stx, ctx: ctx, readOnly: readOnly, st: &d.wst}
-	if readOnly {
-		t.st = &d.rst
-	}
-	committed := false
+	t := &viewTx{d: d, tx: stx, ctx: ctx}
 	defer func() {
 		t.done = true
-		if !committed {
-			_ = stx.Rollback()
-		}
+		_ = stx.Rollback()
 	}()
 	if err := fn(t); err != nil {
 		return err
 	}
-	if readOnly {
-		committed = true
-		if err := stx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-			return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
-		}
-		return nil
-	}
-	committed = true
-	if err := stx.Commit(); err != nil {
-		return fmt.Errorf("store: %s: commit: %w: %w", d.kind, governance.ErrStore, err)
+	t.done = true
+	if err := stx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
 	return nil
 }
@@ -367,43 +321,38 @@ func retryable(err error) bool {
 	return false
 }
 
-type tx struct {
-	d        *DB
-	tx       *sql.Tx
-	ctx      context.Context
-	readOnly bool
-	done     bool
-	st       *stmts
-	// bound are the statements bound to this transaction, made on first use.
-	get, put, del *sql.Stmt
-}
-
-func (t *tx) stmt(bound **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
-	if *bound == nil {
-		*bound = t.tx.StmtContext(t.ctx, prepared)
-	}
-	return *bound
+// viewTx is a View's read-only transaction, on database/sql.
+type viewTx struct {
+	d    *DB
+	tx   *sql.Tx
+	ctx  context.Context
+	done bool
+	// get is DB.get bound to this transaction, made on first use.
+	get *sql.Stmt
 }
 
 var errTxDone = fmt.Errorf("store: %w: transaction used after its function returned", governance.ErrStore)
 
-func (t *tx) check(key string) error {
+func (t *viewTx) check(key string) error {
 	if t.done {
 		return errTxDone
 	}
 	return governance.CheckStoreKey(key)
 }
 
-func (t *tx) wrap(op string, err error) error {
+func (t *viewTx) wrap(op string, err error) error {
 	return fmt.Errorf("store: %s: %s: %w: %w", t.d.kind, op, governance.ErrStore, err)
 }
 
-func (t *tx) Get(key string) ([]byte, bool, error) {
+func (t *viewTx) Get(key string) ([]byte, bool, error) {
 	if err := t.check(key); err != nil {
 		return nil, false, err
 	}
 	var v []byte
-	err := t.stmt(&t.get, t.st.get).QueryRowContext(t.ctx, []byte(key)).Scan(&v)
+	if t.get == nil {
+		t.get = t.tx.StmtContext(t.ctx, t.d.get)
+	}
+	err := t.get.QueryRowContext(t.ctx, []byte(key)).Scan(&v)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, false, nil
@@ -416,39 +365,21 @@ func (t *tx) Get(key string) ([]byte, bool, error) {
 	return v, true, nil
 }
 
-func (t *tx) Put(key string, value []byte) error {
-	if err := t.check(key); err != nil {
-		return err
+func (t *viewTx) Put(key string, value []byte) error {
+	if t.done {
+		return errTxDone
 	}
-	if t.readOnly {
-		return fmt.Errorf("store: %w: Put in a View", governance.ErrStore)
-	}
-	if err := governance.CheckStoreValue(value); err != nil {
-		return err
-	}
-	if value == nil {
-		value = []byte{}
-	}
-	if _, err := t.stmt(&t.put, t.st.put).ExecContext(t.ctx, []byte(key), value); err != nil {
-		return t.wrap("put", err)
-	}
-	return nil
+	return fmt.Errorf("store: %w: Put in a View", governance.ErrStore)
 }
 
-func (t *tx) Delete(key string) error {
-	if err := t.check(key); err != nil {
-		return err
+func (t *viewTx) Delete(key string) error {
+	if t.done {
+		return errTxDone
 	}
-	if t.readOnly {
-		return fmt.Errorf("store: %w: Delete in a View", governance.ErrStore)
-	}
-	if _, err := t.stmt(&t.del, t.st.del).ExecContext(t.ctx, []byte(key)); err != nil {
-		return t.wrap("delete", err)
-	}
-	return nil
+	return fmt.Errorf("store: %w: Delete in a View", governance.ErrStore)
 }
 
-func (t *tx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
+func (t *viewTx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 	if t.done {
 		return nil, errTxDone
 	}
