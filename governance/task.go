@@ -437,9 +437,25 @@ func (t *Task) renew() {
 
 // update changes the task's record in one transaction, after checking that this process still holds it and
 // extending its lease. t.mu is held.
+//
+// When the store can take the record on trust (AssumeTx), the transaction assumes it is the one this process
+// last wrote, and so needs no read before its writes; if another writer changed it, the transaction has no effect
+// and runs again, reading it.
 func (t *Task) update(ctx context.Context, fn func(tx Tx, info *TaskInfo) error) error {
+	assume := t.rec != nil
+	for {
+		err := t.updateOnce(ctx, assume, fn)
+		if assume && errors.Is(err, ErrAssumed) {
+			assume = false
+			continue
+		}
+		return err
+	}
+}
+
+func (t *Task) updateOnce(ctx context.Context, assume bool, fn func(tx Tx, info *TaskInfo) error) error {
 	return t.g.store.Update(ctx, func(tx Tx) error {
-		info, err := t.getRecord(tx)
+		info, err := t.getRecord(tx, assume)
 		if err != nil {
 			return err
 		}
@@ -464,8 +480,15 @@ func (t *Task) update(ctx context.Context, fn func(tx Tx, info *TaskInfo) error)
 	})
 }
 
-// getRecord reads the task's record in tx: decoded, or a copy of recInfo when its bytes are rec's.
-func (t *Task) getRecord(tx Tx) (TaskInfo, error) {
+// getRecord reads the task's record in tx: decoded, or a copy of recInfo when its bytes are rec's (or, with
+// assume and a store that can, when tx assumes they are).
+func (t *Task) getRecord(tx Tx, assume bool) (TaskInfo, error) {
+	if atx, ok := tx.(AssumeTx); ok && assume && t.rec != nil {
+		if err := atx.Assume(taskKey(t.id), t.rec); err != nil {
+			return TaskInfo{}, err
+		}
+		return cloneInfo(&t.recInfo), nil
+	}
 	v, ok, err := tx.Get(taskKey(t.id))
 	switch {
 	case err != nil:

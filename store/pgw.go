@@ -1,12 +1,14 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/wasmbox/wasmbox/governance"
@@ -68,7 +70,13 @@ type pgTx struct {
 	// writes are the Puts and Deletes (nil value) not sent yet, in the order of their first write.
 	writes map[string][]byte
 	order  []string
+	// assumed are the values of Assume; checks the keys whose check was not sent yet.
+	assumed map[string][]byte
+	checks  []string
 }
+
+// pgCheck fails (division by zero) unless key $1 holds $2: a check of Assume, in the transaction's batch.
+const pgCheck = "SELECT 1 / (SELECT count(*) FROM wasmbox_kv WHERE k = $1 AND v = $2)"
 
 const pgBegin = "BEGIN ISOLATION LEVEL SERIALIZABLE"
 
@@ -83,11 +91,15 @@ func (t *pgTx) check(key string) error {
 	return governance.CheckStoreKey(key)
 }
 
-// batch starts a batch with BEGIN if it was not sent, and the writes not sent yet.
-func (t *pgTx) batch() (*pgx.Batch, int) {
-	b := &pgx.Batch{}
+// batch starts a batch with BEGIN if it was not sent, the checks and the writes not sent yet; n counts the
+// statements, of which the checks come after the BEGIN.
+func (t *pgTx) batch() (b *pgx.Batch, n int) {
+	b = &pgx.Batch{}
 	if !t.begun {
 		b.Queue(pgBegin)
+	}
+	for _, k := range t.checks {
+		b.Queue(pgCheck, []byte(k), t.assumed[k])
 	}
 	for _, k := range t.order {
 		if v := t.writes[k]; v != nil {
@@ -99,16 +111,47 @@ func (t *pgTx) batch() (*pgx.Batch, int) {
 	return b, b.Len()
 }
 
-// sent runs the results of the n statements that batch queued and marks them sent.
+// sent reads the results of the n statements that batch queued and marks them sent.
 func (t *pgTx) sent(br pgx.BatchResults, n int) error {
+	begin := 0
+	if !t.begun {
+		begin = 1
+	}
 	t.begun = true // whatever happens now, the server may be in the transaction
-	for range n {
+	for i := range n {
 		if _, err := br.Exec(); err != nil {
+			var pe *pgconn.PgError
+			if i >= begin && i < begin+len(t.checks) && errors.As(err, &pe) && pe.Code == "22012" {
+				return fmt.Errorf("store: postgres: %w: %s", governance.ErrAssumed, t.checks[i-begin])
+			}
 			return err
 		}
 	}
+	t.checks = t.checks[:0]
 	clear(t.writes)
 	t.order = t.order[:0]
+	return nil
+}
+
+// Assume implements governance.AssumeTx: the check goes with the next batch (the COMMIT's, for a transaction
+// that reads nothing else), before the writes.
+func (t *pgTx) Assume(key string, value []byte) error {
+	if err := t.check(key); err != nil {
+		return err
+	}
+	if v, ok := t.writes[key]; ok {
+		if v == nil || !bytes.Equal(v, value) {
+			return fmt.Errorf("store: postgres: %w: %s (written in the transaction)", governance.ErrAssumed, key)
+		}
+		return nil
+	}
+	if t.assumed == nil {
+		t.assumed = map[string][]byte{}
+	}
+	if _, ok := t.assumed[key]; !ok {
+		t.checks = append(t.checks, key)
+	}
+	t.assumed[key] = bytes.Clone(value)
 	return nil
 }
 
@@ -119,16 +162,17 @@ func (t *pgTx) Get(key string) ([]byte, bool, error) {
 	if v, ok := t.writes[key]; ok {
 		return slices.Clone(v), v != nil, nil
 	}
+	if v, ok := t.assumed[key]; ok {
+		return slices.Clone(v), true, nil
+	}
 	var v []byte
 	var err error
-	if !t.begun {
-		// BEGIN travels with the first read (the writes before it wait for the COMMIT).
-		b := &pgx.Batch{}
-		b.Queue(pgBegin)
+	if !t.begun || len(t.checks) > 0 {
+		// BEGIN travels with the first read, and so do the checks of Assume and the writes not sent yet.
+		b, n := t.batch()
 		b.Queue(t.d.q.get, []byte(key))
 		br := t.c.SendBatch(t.ctx, b)
-		t.begun = true
-		if _, err = br.Exec(); err == nil {
+		if err = t.sent(br, n); err == nil {
 			err = br.QueryRow().Scan(&v)
 		}
 		err = errors.Join(err, closeBatch(br, err))
@@ -138,6 +182,8 @@ func (t *pgTx) Get(key string) ([]byte, bool, error) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return nil, false, nil
+	case errors.Is(err, governance.ErrAssumed):
+		return nil, false, err
 	case err != nil:
 		return nil, false, t.wrap("get", err)
 	}
@@ -219,6 +265,9 @@ func (t *pgTx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 		}
 	}
 	if err = errors.Join(err, closeBatch(br, err)); err != nil {
+		if errors.Is(err, governance.ErrAssumed) {
+			return nil, err
+		}
 		return nil, t.wrap("scan", err)
 	}
 	return out, nil
@@ -226,7 +275,7 @@ func (t *pgTx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 
 // commit sends the writes not sent yet with the COMMIT (and the BEGIN, when nothing was read).
 func (t *pgTx) commit() error {
-	if !t.begun && len(t.order) == 0 {
+	if !t.begun && len(t.order) == 0 && len(t.checks) == 0 {
 		return nil // nothing read, nothing written
 	}
 	b, n := t.batch()
@@ -243,6 +292,9 @@ func (t *pgTx) commit() error {
 		}
 	}
 	if err = errors.Join(err, closeBatch(br, err)); err != nil {
+		if errors.Is(err, governance.ErrAssumed) {
+			return err
+		}
 		return t.wrap("commit", err)
 	}
 	t.begun = false // committed: nothing to roll back
