@@ -3,6 +3,7 @@ package store
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
@@ -56,6 +57,9 @@ func (d *DB) pgUpdate(ctx context.Context, fn func(tx governance.Tx) error) erro
 	})
 	if panicked != nil {
 		panic(panicked)
+	}
+	if errors.Is(err, sql.ErrConnDone) { // the store was closed
+		return fmt.Errorf("store: postgres: %w: %w", governance.ErrStore, err)
 	}
 	return err
 }

@@ -141,6 +141,9 @@ func (w *sqliteWriter) update(ctx context.Context, d *DB, fn func(tx governance.
 	if panicked != nil {
 		panic(panicked)
 	}
+	if errors.Is(err, sql.ErrConnDone) { // the store was closed
+		return fmt.Errorf("store: sqlite: %w: %w", governance.ErrStore, err)
+	}
 	return err
 }
 

@@ -16,13 +16,18 @@
 //
 // SQLite runs in WAL mode with synchronous=NORMAL: a committed transaction survives the process being killed
 // (SIGKILL included); a power loss may lose the last transactions. Writers serialise (one write transaction at
-// a time per database, across processes, waiting up to 10 s for the lock); readers do not block them. Keep the
-// file on a local file system: SQLite's locking over NFS is not reliable.
+// a time per database, across processes, waiting up to 10 s for the lock); readers do not block them. A DB
+// holds one write connection for its life, and its Updates take turns on it. Keep the file on a local file
+// system: SQLite's locking over NFS is not reliable.
 //
 // PostgreSQL transactions run at the SERIALIZABLE isolation level; an Update that conflicts with a concurrent
 // one is run again (up to 100 times, with a growing random back-off), so its function must have no effect but
 // through its transaction. A server that cannot be reached fails the call with an error wrapping
-// governance.ErrStore within the connection timeout (5 s unless the URL sets connect_timeout).
+// governance.ErrStore within the connection timeout (5 s unless the URL sets connect_timeout). An Update sends
+// its statements in batches, to spend few round trips: BEGIN with its first read, its Puts and Deletes with its
+// COMMIT (or with a Scan, which sees them; a Get of a key it wrote answers from the transaction), so an error of
+// a write is Update's, not Put's. Its transactions implement governance.AssumeTx: an assumed value is checked in
+// the next batch (at the latest, the COMMIT's).
 //
 // The schema is one table, wasmbox_kv (keys and values as bytes, ordered by byte order), and wasmbox_meta,
 // which records the schema version; Open creates them.
