@@ -71,7 +71,21 @@ var (
 	ErrStore = errors.New("governance: store failed")
 	// ErrStoreKey: a key or value outside the bounds of a [Store]. It also satisfies ErrStore.
 	ErrStoreKey = fmt.Errorf("%w: invalid key or value", ErrStore)
+	// ErrAssumed: a value that a transaction assumed ([AssumeTx]) was not the store's; the transaction had no
+	// effect. It is not a failure of the store: the caller runs the transaction again, reading the value.
+	ErrAssumed = errors.New("governance: an assumed value was not the store's")
 )
+
+// AssumeTx is a [Tx] that can take a value on trust instead of reading it: a store where a read costs a round
+// trip (PostgreSQL) implements it, so that a transaction whose caller knows what a key holds (the record it
+// last wrote) sends its check with its writes and its COMMIT. Callers check for it with a type assertion.
+type AssumeTx interface {
+	Tx
+	// Assume tells the transaction that key holds value, as a Get would have returned it. If it does not when
+	// the transaction commits, Update returns an error wrapping ErrAssumed and nothing of the transaction takes
+	// effect; otherwise the transaction is as if it had read key. A Get of key in the transaction returns value.
+	Assume(key string, value []byte) error
+}
 
 // CheckStoreKey returns an error wrapping ErrStoreKey if key cannot be stored. Store implementations call it.
 func CheckStoreKey(key string) error {

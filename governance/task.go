@@ -228,8 +228,13 @@ type Task struct {
 	memoN   int // the steps recorded with Memo by this process's run
 	// replayEnded is when the run first made a call the journal does not answer with a recorded outcome.
 	replayEnded time.Time
-	stop        chan struct{}
-	stopped     chan struct{}
+	// rec is the task's record as this process last wrote it, and recInfo what it decodes to: update reads the
+	// record in every transaction (another replica may have changed it) but decodes it only when its bytes
+	// differ from rec.
+	rec     []byte
+	recInfo TaskInfo
+	stop    chan struct{}
+	stopped chan struct{}
 }
 
 func newToken() string {
@@ -293,7 +298,9 @@ func (g *Gate) NewTask(ctx context.Context, opts TaskOptions) (*Task, error) {
 		if err := tx.Put(taskMetaKey(id), t.meta); err != nil {
 			return err
 		}
-		return putTask(tx, &t.info)
+		rec, err := putTask(tx, &t.info)
+		t.cacheRecord(rec, &t.info)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -363,7 +370,8 @@ func (g *Gate) ResumeTask(ctx context.Context, id string, opts TaskOptions) (*Ta
 			info.State, info.Pending, info.Updated = TaskPaused, e.Pending, now
 			info.Holder, info.Token, info.LeaseUntil = "", "", time.Time{}
 			paused = &PausedError{Pending: *e.Pending}
-			return putTask(tx, &info)
+			_, err := putTask(tx, &info)
+			return err
 		}
 		if n := len(journal); n > 0 && journal[n-1].Status == entryPending && journal[n-1].Decision == nil {
 			paused = &PausedError{Pending: *journal[n-1].Pending}
@@ -376,7 +384,9 @@ func (g *Gate) ResumeTask(ctx context.Context, id string, opts TaskOptions) (*Ta
 		info.State, info.Holder, info.Token, info.LeaseUntil, info.Updated = TaskRunning, t.holder, t.token, now.Add(g.leaseTTL()), now
 		info.Runs++
 		t.info, t.journal, t.meta = info, journal, meta
-		return putTask(tx, &info)
+		rec, err := putTask(tx, &info)
+		t.cacheRecord(rec, &info)
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -427,9 +437,25 @@ func (t *Task) renew() {
 
 // update changes the task's record in one transaction, after checking that this process still holds it and
 // extending its lease. t.mu is held.
+//
+// When the store can take the record on trust (AssumeTx), the transaction assumes it is the one this process
+// last wrote, and so needs no read before its writes; if another writer changed it, the transaction has no effect
+// and runs again, reading it.
 func (t *Task) update(ctx context.Context, fn func(tx Tx, info *TaskInfo) error) error {
+	assume := t.rec != nil
+	for {
+		err := t.updateOnce(ctx, assume, fn)
+		if assume && errors.Is(err, ErrAssumed) {
+			assume = false
+			continue
+		}
+		return err
+	}
+}
+
+func (t *Task) updateOnce(ctx context.Context, assume bool, fn func(tx Tx, info *TaskInfo) error) error {
 	return t.g.store.Update(ctx, func(tx Tx) error {
-		info, err := getTask(tx, t.id)
+		info, err := t.getRecord(tx, assume)
 		if err != nil {
 			return err
 		}
@@ -444,12 +470,53 @@ func (t *Task) update(ctx context.Context, fn func(tx Tx, info *TaskInfo) error)
 		if info.State == TaskRunning {
 			info.LeaseUntil = now.Add(t.g.leaseTTL())
 		}
-		if err := putTask(tx, &info); err != nil {
+		rec, err := putTask(tx, &info)
+		if err != nil {
 			return err
 		}
 		t.info = info
+		t.cacheRecord(rec, &info)
 		return nil
 	})
+}
+
+// getRecord reads the task's record in tx: decoded, or a copy of recInfo when its bytes are rec's (or, with
+// assume and a store that can, when tx assumes they are).
+func (t *Task) getRecord(tx Tx, assume bool) (TaskInfo, error) {
+	if atx, ok := tx.(AssumeTx); ok && assume && t.rec != nil {
+		if err := atx.Assume(taskKey(t.id), t.rec); err != nil {
+			return TaskInfo{}, err
+		}
+		return cloneInfo(&t.recInfo), nil
+	}
+	v, ok, err := tx.Get(taskKey(t.id))
+	switch {
+	case err != nil:
+		return TaskInfo{}, err
+	case ok && t.rec != nil && bytes.Equal(v, t.rec):
+		return cloneInfo(&t.recInfo), nil
+	}
+	return decodeTask(t.id, v, ok)
+}
+
+// cacheRecord keeps rec, the bytes of info that a transaction wrote, for getRecord (if that transaction does not
+// commit, the store holds other bytes, and getRecord decodes them).
+func (t *Task) cacheRecord(rec []byte, info *TaskInfo) {
+	if rec == nil {
+		return
+	}
+	t.rec, t.recInfo = rec, cloneInfo(info)
+}
+
+// cloneInfo copies info and what a transaction's function may change in place.
+func cloneInfo(info *TaskInfo) TaskInfo {
+	c := *info
+	c.PerTool = maps.Clone(info.PerTool)
+	if info.Pending != nil {
+		p := *info.Pending
+		c.Pending = &p
+	}
+	return c
 }
 
 // ID returns the task's ID.
@@ -572,7 +639,8 @@ func (t *Task) End(ctx context.Context, used time.Duration, failure string) erro
 			}
 			info.Used += used
 			t.info.Used = info.Used
-			return putTask(tx, &info)
+			_, err = putTask(tx, &info)
+			return err
 		})
 	}
 	t.mu.Unlock()
@@ -973,11 +1041,16 @@ func appendTaskChain(tx Tx, info *TaskInfo, key []byte, rec Record) (Record, err
 }
 
 func getTask(tx Tx, id string) (TaskInfo, error) {
-	var info TaskInfo
 	v, ok, err := tx.Get(taskKey(id))
 	if err != nil {
-		return info, err
+		return TaskInfo{}, err
 	}
+	return decodeTask(id, v, ok)
+}
+
+// decodeTask decodes the record v of task id (ok: it exists).
+func decodeTask(id string, v []byte, ok bool) (TaskInfo, error) {
+	var info TaskInfo
 	if !ok {
 		return info, fmt.Errorf("%w: %s", ErrTaskUnknown, id)
 	}
@@ -990,12 +1063,16 @@ func getTask(tx Tx, id string) (TaskInfo, error) {
 	return info, nil
 }
 
-func putTask(tx Tx, info *TaskInfo) error {
+// putTask writes info as the task's record and returns the bytes written.
+func putTask(tx Tx, info *TaskInfo) ([]byte, error) {
 	v, err := json.Marshal(info)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return tx.Put(taskKey(info.ID), v)
+	if err := tx.Put(taskKey(info.ID), v); err != nil {
+		return nil, err
+	}
+	return v, nil
 }
 
 func putEntry(tx Tx, id string, e *journalEntry) error {
@@ -1107,7 +1184,8 @@ func (g *Gate) Decide(ctx context.Context, taskID string, seq int64, d TaskDecis
 		}
 		info.Pending = nil
 		info.Updated = g.clock()
-		return putTask(tx, &info)
+		_, err = putTask(tx, &info)
+		return err
 	})
 }
 

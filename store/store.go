@@ -16,13 +16,18 @@
 //
 // SQLite runs in WAL mode with synchronous=NORMAL: a committed transaction survives the process being killed
 // (SIGKILL included); a power loss may lose the last transactions. Writers serialise (one write transaction at
-// a time per database, across processes, waiting up to 10 s for the lock); readers do not block them. Keep the
-// file on a local file system: SQLite's locking over NFS is not reliable.
+// a time per database, across processes, waiting up to 10 s for the lock); readers do not block them. A DB
+// holds one write connection for its life, and its Updates take turns on it. Keep the file on a local file
+// system: SQLite's locking over NFS is not reliable.
 //
 // PostgreSQL transactions run at the SERIALIZABLE isolation level; an Update that conflicts with a concurrent
 // one is run again (up to 100 times, with a growing random back-off), so its function must have no effect but
 // through its transaction. A server that cannot be reached fails the call with an error wrapping
-// governance.ErrStore within the connection timeout (5 s unless the URL sets connect_timeout).
+// governance.ErrStore within the connection timeout (5 s unless the URL sets connect_timeout). An Update sends
+// its statements in batches, to spend few round trips: BEGIN with its first read, its Puts and Deletes with its
+// COMMIT (or with a Scan, which sees them; a Get of a key it wrote answers from the transaction), so an error of
+// a write is Update's, not Put's. Its transactions implement governance.AssumeTx: an assumed value is checked in
+// the next batch (at the latest, the COMMIT's).
 //
 // The schema is one table, wasmbox_kv (keys and values as bytes, ordered by byte order), and wasmbox_meta,
 // which records the schema version; Open creates them.
@@ -60,11 +65,11 @@ type DB struct {
 	w    *sql.DB // write transactions
 	r    *sql.DB // read transactions (SQLite: a pool of its own, so that readers never take the write lock)
 	q    queries
-	// Prepared once per pool: a transaction binds them to its connection instead of preparing each query.
-	wst, rst stmts
+	// get is prepared once on r: a View binds it to its connection instead of preparing it each time.
+	get *sql.Stmt
+	// sw runs SQLite's write transactions (nil for PostgreSQL).
+	sw *sqliteWriter
 }
-
-type stmts struct{ get, put, del *sql.Stmt }
 
 type queries struct{ get, put, del, scan, scanTo string }
 
@@ -155,6 +160,10 @@ func openSQLite(ctx context.Context, path string) (*DB, error) {
 		d.Close()
 		return nil, err
 	}
+	if d.sw, err = newSQLiteWriter(ctx, w); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("store: sqlite %s: %w: %w", path, governance.ErrStore, err)
+	}
 	return d, nil
 }
 
@@ -199,30 +208,10 @@ func openPostgres(ctx context.Context, u string) (*DB, error) {
 	return d, nil
 }
 
-// prepare prepares the statements of every transaction.
+// prepare prepares the statement of every View's Gets (Update's are prepared by sqliteWriter, or cached by pgx).
 func (d *DB) prepare(ctx context.Context) error {
-	prep := func(db *sql.DB, st *stmts, write bool) error {
-		var err error
-		if st.get, err = db.PrepareContext(ctx, d.q.get); err != nil {
-			return err
-		}
-		if !write {
-			return nil
-		}
-		if st.put, err = db.PrepareContext(ctx, d.q.put); err != nil {
-			return err
-		}
-		st.del, err = db.PrepareContext(ctx, d.q.del)
-		return err
-	}
-	if err := prep(d.w, &d.wst, true); err != nil {
-		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
-	}
-	if d.r == d.w {
-		d.rst = d.wst
-		return nil
-	}
-	if err := prep(d.r, &d.rst, false); err != nil {
+	var err error
+	if d.get, err = d.r.PrepareContext(ctx, d.q.get); err != nil {
 		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
 	return nil
@@ -265,7 +254,11 @@ func (d *DB) Kind() string { return d.kind }
 
 // Close closes the store's connections.
 func (d *DB) Close() error {
-	err := d.w.Close()
+	var err error
+	if d.sw != nil {
+		err = d.sw.close()
+	}
+	err = errors.Join(err, d.w.Close())
 	if d.r != d.w {
 		err = errors.Join(err, d.r.Close())
 	}
@@ -274,12 +267,11 @@ func (d *DB) Close() error {
 
 // Update implements governance.Store.
 func (d *DB) Update(ctx context.Context, fn func(tx governance.Tx) error) error {
-	opts := &sql.TxOptions{}
-	if d.kind == "postgres" {
-		opts.Isolation = sql.LevelSerializable
+	if d.sw != nil {
+		return d.sw.update(ctx, d, fn)
 	}
 	for attempt := 1; ; attempt++ {
-		err := d.run(ctx, d.w, opts, false, fn)
+		err := d.pgUpdate(ctx, fn)
 		if err == nil || !retryable(err) || attempt >= maxAttempts || ctx.Err() != nil {
 			return err
 		}
@@ -299,42 +291,24 @@ func (d *DB) View(ctx context.Context, fn func(tx governance.Tx) error) error {
 	if d.kind == "postgres" {
 		opts.Isolation = sql.LevelRepeatableRead
 	}
-	return d.run(ctx, d.r, opts, true, fn)
-}
-
-// run runs fn in one transaction of db.
-func (d *DB) run(ctx context.Context, db *sql.DB, opts *sql.TxOptions, readOnly bool, fn func(tx governance.Tx) error) (err error) {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
-	stx, err := db.BeginTx(ctx, opts)
+	stx, err := d.r.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("store: %s: begin: %w: %w", d.kind, governance.ErrStore, err)
 	}
-	t := &tx{d: d, tx: stx, ctx: ctx, readOnly: readOnly, st: &d.wst}
-	if readOnly {
-		t.st = &d.rst
-	}
-	committed := false
+	t := &viewTx{d: d, tx: stx, ctx: ctx}
 	defer func() {
 		t.done = true
-		if !committed {
-			_ = stx.Rollback()
-		}
+		_ = stx.Rollback()
 	}()
 	if err := fn(t); err != nil {
 		return err
 	}
-	if readOnly {
-		committed = true
-		if err := stx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
-			return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
-		}
-		return nil
-	}
-	committed = true
-	if err := stx.Commit(); err != nil {
-		return fmt.Errorf("store: %s: commit: %w: %w", d.kind, governance.ErrStore, err)
+	t.done = true
+	if err := stx.Rollback(); err != nil && !errors.Is(err, sql.ErrTxDone) {
+		return fmt.Errorf("store: %s: %w: %w", d.kind, governance.ErrStore, err)
 	}
 	return nil
 }
@@ -352,43 +326,38 @@ func retryable(err error) bool {
 	return false
 }
 
-type tx struct {
-	d        *DB
-	tx       *sql.Tx
-	ctx      context.Context
-	readOnly bool
-	done     bool
-	st       *stmts
-	// bound are the statements bound to this transaction, made on first use.
-	get, put, del *sql.Stmt
-}
-
-func (t *tx) stmt(bound **sql.Stmt, prepared *sql.Stmt) *sql.Stmt {
-	if *bound == nil {
-		*bound = t.tx.StmtContext(t.ctx, prepared)
-	}
-	return *bound
+// viewTx is a View's read-only transaction, on database/sql.
+type viewTx struct {
+	d    *DB
+	tx   *sql.Tx
+	ctx  context.Context
+	done bool
+	// get is DB.get bound to this transaction, made on first use.
+	get *sql.Stmt
 }
 
 var errTxDone = fmt.Errorf("store: %w: transaction used after its function returned", governance.ErrStore)
 
-func (t *tx) check(key string) error {
+func (t *viewTx) check(key string) error {
 	if t.done {
 		return errTxDone
 	}
 	return governance.CheckStoreKey(key)
 }
 
-func (t *tx) wrap(op string, err error) error {
+func (t *viewTx) wrap(op string, err error) error {
 	return fmt.Errorf("store: %s: %s: %w: %w", t.d.kind, op, governance.ErrStore, err)
 }
 
-func (t *tx) Get(key string) ([]byte, bool, error) {
+func (t *viewTx) Get(key string) ([]byte, bool, error) {
 	if err := t.check(key); err != nil {
 		return nil, false, err
 	}
 	var v []byte
-	err := t.stmt(&t.get, t.st.get).QueryRowContext(t.ctx, []byte(key)).Scan(&v)
+	if t.get == nil {
+		t.get = t.tx.StmtContext(t.ctx, t.d.get)
+	}
+	err := t.get.QueryRowContext(t.ctx, []byte(key)).Scan(&v)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, false, nil
@@ -401,51 +370,28 @@ func (t *tx) Get(key string) ([]byte, bool, error) {
 	return v, true, nil
 }
 
-func (t *tx) Put(key string, value []byte) error {
-	if err := t.check(key); err != nil {
-		return err
+func (t *viewTx) Put(key string, value []byte) error {
+	if t.done {
+		return errTxDone
 	}
-	if t.readOnly {
-		return fmt.Errorf("store: %w: Put in a View", governance.ErrStore)
-	}
-	if err := governance.CheckStoreValue(value); err != nil {
-		return err
-	}
-	if value == nil {
-		value = []byte{}
-	}
-	if _, err := t.stmt(&t.put, t.st.put).ExecContext(t.ctx, []byte(key), value); err != nil {
-		return t.wrap("put", err)
-	}
-	return nil
+	return fmt.Errorf("store: %w: Put in a View", governance.ErrStore)
 }
 
-func (t *tx) Delete(key string) error {
-	if err := t.check(key); err != nil {
-		return err
+func (t *viewTx) Delete(key string) error {
+	if t.done {
+		return errTxDone
 	}
-	if t.readOnly {
-		return fmt.Errorf("store: %w: Delete in a View", governance.ErrStore)
-	}
-	if _, err := t.stmt(&t.del, t.st.del).ExecContext(t.ctx, []byte(key)); err != nil {
-		return t.wrap("delete", err)
-	}
-	return nil
+	return fmt.Errorf("store: %w: Delete in a View", governance.ErrStore)
 }
 
-func (t *tx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
+func (t *viewTx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 	if t.done {
 		return nil, errTxDone
 	}
 	limit = governance.ScanLimit(limit)
 	var rows *sql.Rows
 	var err error
-	// One lower bound, so that the index seeks to it (k > after is k >= after+"\x00" in byte order). With two,
-	// SQLite seeks by one and filters by the other: a prefix scan with after "" read every key before the prefix.
-	lower := []byte(prefix)
-	if after >= prefix {
-		lower = append([]byte(after), 0)
-	}
+	lower := scanLower(prefix, after)
 	if upper, ok := prefixEnd([]byte(prefix)); ok {
 		rows, err = t.tx.QueryContext(t.ctx, t.d.q.scanTo, lower, upper, limit)
 	} else {
@@ -470,6 +416,16 @@ func (t *tx) Scan(prefix, after string, limit int) ([]governance.KV, error) {
 		return nil, t.wrap("scan", err)
 	}
 	return out, nil
+}
+
+// scanLower is the one lower bound of a Scan, so that the index seeks to it (k > after is k >= after+"\x00" in
+// byte order). With two, SQLite seeks by one and filters by the other: a prefix scan with after "" read every
+// key before the prefix.
+func scanLower(prefix, after string) []byte {
+	if after >= prefix {
+		return append([]byte(after), 0)
+	}
+	return []byte(prefix)
 }
 
 // prefixEnd returns the smallest byte string greater than every string that starts with p; ok is false when

@@ -154,3 +154,27 @@ func openB(tb testing.TB, u string) (*store.DB, error) {
 	}
 	return db, err
 }
+
+// An Update of a closed store fails with ErrStore (SQLite's writes run on a connection of their own, which Close
+// closes).
+func TestUpdateAfterClose(t *testing.T) {
+	for name, u := range map[string]func(t *testing.T) string{
+		"sqlite":   func(t *testing.T) string { return "sqlite:" + filepath.Join(t.TempDir(), "c.db") },
+		"postgres": func(t *testing.T) string { return pgtest.URL(t) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			db, err := store.Open(context.Background(), u(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Update(context.Background(), func(tx governance.Tx) error { return tx.Put("k", []byte("v")) }); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			err = db.Update(context.Background(), func(tx governance.Tx) error { return tx.Put("k", []byte("w")) })
+			if !errors.Is(err, governance.ErrStore) || !strings.HasPrefix(err.Error(), "store: ") {
+				t.Fatalf("Update after Close = %v; want an error wrapping ErrStore", err)
+			}
+		})
+	}
+}

@@ -67,6 +67,7 @@ func Run(t *testing.T, open func(t *testing.T) governance.Store) {
 		})
 	})
 
+	t.Run("Assume", func(t *testing.T) { testAssume(t, open(t)) })
 	t.Run("BinaryValues", func(t *testing.T) {
 		s := open(t)
 		val := make([]byte, 1<<20)
@@ -450,6 +451,76 @@ func increment(tx governance.Tx, key string) error {
 		}
 	}
 	return tx.Put(key, []byte(strconv.Itoa(n+1)))
+}
+
+// testAssume checks governance.AssumeTx, for a store whose Update transactions implement it: a right
+// assumption commits with the transaction, a wrong one fails it (ErrAssumed) with no effect, and a Get of an
+// assumed key returns the assumed value.
+func testAssume(t *testing.T, s governance.Store) {
+	ctx := context.Background()
+	mustUpdate(t, s, func(tx governance.Tx) error { return tx.Put("rec", []byte("v1")) })
+	var implemented bool
+	mustUpdate(t, s, func(tx governance.Tx) error {
+		atx, ok := tx.(governance.AssumeTx)
+		if implemented = ok; !ok {
+			return nil
+		}
+		if err := atx.Assume("rec", []byte("v1")); err != nil {
+			return err
+		}
+		if v, ok, err := tx.Get("rec"); err != nil || !ok || string(v) != "v1" {
+			return fmt.Errorf("Get of an assumed key = %q, %v, %v; want v1", v, ok, err)
+		}
+		if err := tx.Put("rec", []byte("v2")); err != nil {
+			return err
+		}
+		return tx.Put("other", []byte("o1"))
+	})
+	if !implemented {
+		t.Skip("the store's transactions do not implement governance.AssumeTx")
+	}
+	for _, wrong := range [][]byte{[]byte("v1"), []byte("v2x"), {}} {
+		err := s.Update(ctx, func(tx governance.Tx) error {
+			if err := tx.(governance.AssumeTx).Assume("rec", wrong); err != nil {
+				return err
+			}
+			if err := tx.Put("rec", []byte("v3")); err != nil {
+				return err
+			}
+			return tx.Put("other", []byte("o2"))
+		})
+		if !errors.Is(err, governance.ErrAssumed) {
+			t.Fatalf("Update assuming rec is %q (it is v2) = %v; want ErrAssumed", wrong, err)
+		}
+	}
+	// An assumption about a key that does not exist is wrong too.
+	err := s.Update(ctx, func(tx governance.Tx) error {
+		if err := tx.(governance.AssumeTx).Assume("missing", []byte("x")); err != nil {
+			return err
+		}
+		return tx.Put("other", []byte("o3"))
+	})
+	if !errors.Is(err, governance.ErrAssumed) {
+		t.Fatalf("Update assuming a missing key = %v; want ErrAssumed", err)
+	}
+	mustView(t, s, func(tx governance.Tx) error {
+		for k, want := range map[string]string{"rec": "v2", "other": "o1"} {
+			if v, _, err := tx.Get(k); err != nil || string(v) != want {
+				return fmt.Errorf("%s = %q, %v after failed assumptions; want %q (the right one's write)", k, v, err, want)
+			}
+		}
+		return nil
+	})
+	// The store works after a failed assumption, and an assumption checked before a Scan holds too.
+	mustUpdate(t, s, func(tx governance.Tx) error {
+		if err := tx.(governance.AssumeTx).Assume("rec", []byte("v2")); err != nil {
+			return err
+		}
+		if _, err := tx.Scan("o", "", 0); err != nil {
+			return err
+		}
+		return tx.Put("rec", []byte("v4"))
+	})
 }
 
 func mustUpdate(t *testing.T, s governance.Store, fn func(tx governance.Tx) error) {

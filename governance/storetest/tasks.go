@@ -28,6 +28,7 @@ func RunGovernance(t *testing.T, open func(t *testing.T) governance.Store) {
 	t.Run("LongToolKeepsLease", func(t *testing.T) { testLongToolKeepsLease(t, open(t)) })
 	t.Run("Tampering", func(t *testing.T) { testTampering(t, open(t)) })
 	t.Run("LimitsContinue", func(t *testing.T) { testLimitsContinue(t, open(t)) })
+	t.Run("RecordWrittenElsewhere", func(t *testing.T) { testRecordWrittenElsewhere(t, open(t)) })
 	t.Run("SharedBudget", func(t *testing.T) { testSharedBudget(t, open(t)) })
 	t.Run("SharedAuditChain", func(t *testing.T) { testSharedAuditChain(t, open(t)) })
 }
@@ -529,6 +530,58 @@ func testLimitsContinue(t *testing.T, store governance.Store) {
 	_ = tk.End(ctx, 0, "")
 	if u := run.Usage(); u.Calls != 4 || u.Denied != 1 {
 		t.Fatalf("Usage = %+v; want 4 calls, 1 denied", u)
+	}
+}
+
+// A task's record that another writer changed while this process holds the task is what its next call sees
+// (the process keeps the record it last wrote, and must not trust it once the store holds other bytes).
+func testRecordWrittenElsewhere(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	g := newGate(t, store, governance.Limits{MaxToolCalls: 3})
+	task, err := g.NewTask(ctx, governance.TaskOptions{Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.End(ctx, 0, "")
+	var ts tools
+	run := task.Run()
+	if _, err := run.Do(ctx, call("read", `{"i":1}`), ts.fn("read")); err != nil {
+		t.Fatal(err)
+	}
+	edit := func(change func(rec map[string]any)) {
+		t.Helper()
+		err := store.Update(ctx, func(tx governance.Tx) error {
+			v, ok, err := tx.Get("t/" + task.ID())
+			if err != nil || !ok {
+				return fmt.Errorf("task record not found (%v)", err)
+			}
+			var rec map[string]any
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return err
+			}
+			change(rec)
+			v, _ = json.Marshal(rec)
+			return tx.Put("t/"+task.ID(), v)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another writer counts two more calls of the task: the next one is past max_tool_calls.
+	edit(func(rec map[string]any) { rec["calls"] = 3 })
+	if _, err := run.Do(ctx, call("read", `{"i":2}`), ts.fn("read")); !errors.Is(err, governance.ErrToolLimit) {
+		t.Fatalf("a call after another writer used up the task's calls = %v; want ErrToolLimit", err)
+	}
+	if info := task.Info(); info.Calls != 4 || info.Denied != 1 {
+		t.Fatalf("Info = %d calls, %d denied; want 4 and 1 (the other writer's 3, and the refused call)", info.Calls, info.Denied)
+	}
+	// Another writer takes the task (its lease, under the same token): this process has lost it.
+	edit(func(rec map[string]any) { rec["holder"], rec["state"] = "replica-b", "failed" })
+	if _, err := run.Do(ctx, call("read", `{"i":3}`), ts.fn("read")); !errors.Is(err, governance.ErrTaskLost) {
+		t.Fatalf("a call after another writer ended the task = %v; want ErrTaskLost", err)
+	}
+	if ts.count("read") != 1 {
+		t.Fatalf("read ran %d times; want once (before the record was changed)", ts.count("read"))
 	}
 }
 
