@@ -1,0 +1,130 @@
+//go:build linux
+
+package engine
+
+import (
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Huge pages for wazero's compiled code.
+//
+// On a cache hit wazero v1.12 maps an anonymous, private, read-write region for the module's machine code (45 MB
+// for CPython), reads the cache file into it, checksums it and makes it executable. Every 4 KiB page of that region
+// is fresh memory: a page fault on the read and, on a virtual machine with 4 KiB pages behind the guest, a TLB
+// miss on the checksum. With the system's transparent huge pages set to "madvise" (the common default) the region
+// gets none, because wazero does not ask. The region is made inside wazero (internal/platform), and its cache is
+// closed to other implementations, so nothing public reaches it; but wazero maps it with golang.org/x/sys/unix's
+// Mmap, which calls a function held in that package's mapper. While a Compile runs, that function is wrapped:
+// an anonymous, private, read-write mapping of at least 2 MiB at no fixed address (exactly the form of wazero's
+// code region) is aligned to 2 MiB and advised MADV_HUGEPAGE. Every other mapping, and every mapping outside a
+// Compile, goes through unchanged. The result is still an anonymous private mapping of the requested length, so
+// wazero's later mprotect and munmap, and any other caller's use of it, behave as before.
+//
+// The wrapper is installed only if x/sys/unix's mapper has the layout mirrored below, which init checks against
+// a live mapping before it writes anything; otherwise (or with transparent huge pages "never", or a kernel
+// without them) code pages stay as wazero makes them.
+
+// xsysMmapper mirrors golang.org/x/sys/unix's mmapper (stable since 2017; checked at init).
+type xsysMmapper struct {
+	sync.Mutex
+	active map[*byte][]byte
+	mmap   func(addr, length uintptr, prot, flags, fd int, offset int64) (uintptr, error)
+	munmap func(addr uintptr, length uintptr) error
+}
+
+//go:linkname xsysMapper golang.org/x/sys/unix.mapper
+var xsysMapper *xsysMmapper
+
+const hugePageSize = 2 << 20
+
+var (
+	// hugeCodeCompiles counts the Compiles under way that want their code in huge pages.
+	hugeCodeCompiles atomic.Int32
+	// hugeCodeAdvised counts the mappings the wrapper aligned and advised (tests read it).
+	hugeCodeAdvised atomic.Int64
+	// origMmap is x/sys/unix's own mmap, which the wrapper calls; nil when the wrapper is not installed.
+	origMmap func(addr, length uintptr, prot, flags, fd int, offset int64) (uintptr, error)
+	// hugeCodeOff says why the wrapper is not installed ("" when it is).
+	hugeCodeOff string
+)
+
+func init() { hugeCodeOff = installHugeCode() }
+
+// installHugeCode installs the wrapper, or says why not.
+func installHugeCode() string {
+	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
+	if err != nil {
+		return "no transparent huge pages: " + err.Error()
+	}
+	if !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
+		return "transparent huge pages are " + strings.TrimSpace(string(mode))
+	}
+	if why := checkMapperLayout(); why != "" {
+		return why
+	}
+	origMmap = xsysMapper.mmap
+	xsysMapper.mmap = hugeCodeMmap
+	return ""
+}
+
+// checkMapperLayout reports whether xsysMapper looks like x/sys/unix's mapper: a live mapping made with
+// unix.Mmap must appear in its active map under its last byte, and both functions must be set.
+func checkMapperLayout() string {
+	m := xsysMapper
+	if m == nil {
+		return "x/sys/unix has no mapper"
+	}
+	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_ANON|unix.MAP_PRIVATE)
+	if err != nil {
+		return "probe mapping: " + err.Error()
+	}
+	defer unix.Munmap(b)
+	m.Lock()
+	got, ok := m.active[&b[len(b)-1]]
+	m.Unlock()
+	if !ok || len(got) != len(b) || unsafe.SliceData(got) != unsafe.SliceData(b) || m.mmap == nil || m.munmap == nil {
+		return "x/sys/unix's mapper has another layout"
+	}
+	return ""
+}
+
+// hugeCodeMmap is the wrapper of x/sys/unix's mmap.
+func hugeCodeMmap(addr, length uintptr, prot, flags, fd int, offset int64) (uintptr, error) {
+	if hugeCodeCompiles.Load() == 0 || addr != 0 || fd != -1 || offset != 0 || length < hugePageSize ||
+		prot != unix.PROT_READ|unix.PROT_WRITE || flags != unix.MAP_ANON|unix.MAP_PRIVATE {
+		return origMmap(addr, length, prot, flags, fd, offset)
+	}
+	raw, err := origMmap(0, length+hugePageSize, prot, flags, fd, 0)
+	if err != nil { // no room for the slack: as asked
+		return origMmap(addr, length, prot, flags, fd, offset)
+	}
+	start := (raw + hugePageSize - 1) &^ (hugePageSize - 1)
+	if start > raw {
+		_ = xsysMapper.munmap(raw, start-raw)
+	}
+	if end, want := raw+length+hugePageSize, start+length; end > want {
+		_ = xsysMapper.munmap(want, end-want)
+	}
+	// Advice only: where it fails (a kernel without THP for this mapping) the pages are small, as before.
+	if _, _, e := unix.Syscall(unix.SYS_MADVISE, start, length, unix.MADV_HUGEPAGE); e == 0 {
+		hugeCodeAdvised.Add(1)
+	}
+	return start, nil
+}
+
+// withHugeCode runs fn (a CompileModule) with the wrapper active.
+func withHugeCode(fn func()) {
+	if origMmap == nil {
+		fn()
+		return
+	}
+	hugeCodeCompiles.Add(1)
+	defer hugeCodeCompiles.Add(-1)
+	fn()
+}
