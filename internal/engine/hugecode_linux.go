@@ -4,6 +4,7 @@ package engine
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,8 +22,8 @@ import (
 // gets none, because wazero does not ask. The region is made inside wazero (internal/platform), and its cache is
 // closed to other implementations, so nothing public reaches it; but wazero maps it with golang.org/x/sys/unix's
 // Mmap, which calls a function held in that package's mapper. While a Compile runs, that function is wrapped:
-// an anonymous, private, read-write mapping of at least 2 MiB at no fixed address (exactly the form of wazero's
-// code region) is aligned to 2 MiB and advised MADV_HUGEPAGE. Every other mapping, and every mapping outside a
+// an anonymous, private, read-write mapping of at least a huge page (2 MiB) at no fixed address (exactly the form of
+// wazero's code region) is aligned to a huge page and advised MADV_HUGEPAGE. Every other mapping, and every mapping outside a
 // Compile, goes through unchanged. The result is still an anonymous private mapping of the requested length, so
 // wazero's later mprotect and munmap, and any other caller's use of it, behave as before.
 //
@@ -41,9 +42,10 @@ type xsysMmapper struct {
 //go:linkname xsysMapper golang.org/x/sys/unix.mapper
 var xsysMapper *xsysMmapper
 
-const hugePageSize = 2 << 20
-
 var (
+	// hugePageSize is the size of a transparent huge page (hpage_pmd_size: 2 MiB on x86-64 and on arm64 with
+	// 4 KiB pages).
+	hugePageSize uintptr
 	// hugeCodeCompiles counts the Compiles under way that want their code in huge pages.
 	hugeCodeCompiles atomic.Int32
 	// hugeCodeAdvised counts the mappings the wrapper aligned and advised (tests read it).
@@ -65,6 +67,16 @@ func installHugeCode() string {
 	if !strings.Contains(string(mode), "[madvise]") && !strings.Contains(string(mode), "[always]") {
 		return "transparent huge pages are " + strings.TrimSpace(string(mode))
 	}
+	pmd, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size")
+	if err != nil {
+		return "no huge page size: " + err.Error()
+	}
+	size, err := strconv.ParseUint(strings.TrimSpace(string(pmd)), 10, 64)
+	// A huge page larger than 32 MiB (arm64 with 64 KiB pages: 512 MiB) would rarely fit in a module's code.
+	if err != nil || size < uint64(os.Getpagesize()) || size&(size-1) != 0 || size > 32<<20 {
+		return "huge pages of " + strings.TrimSpace(string(pmd)) + " bytes are not used for code"
+	}
+	hugePageSize = uintptr(size)
 	if why := checkMapperLayout(); why != "" {
 		return why
 	}
@@ -77,8 +89,8 @@ func installHugeCode() string {
 // unix.Mmap must appear in its active map under its last byte, and both functions must be set.
 func checkMapperLayout() string {
 	m := xsysMapper
-	if m == nil {
-		return "x/sys/unix has no mapper"
+	if m == nil || m.active == nil || m.mmap == nil || m.munmap == nil { // nil checks read the words, no more
+		return "x/sys/unix's mapper has another layout"
 	}
 	b, err := unix.Mmap(-1, 0, 4096, unix.PROT_READ, unix.MAP_ANON|unix.MAP_PRIVATE)
 	if err != nil {
@@ -88,7 +100,7 @@ func checkMapperLayout() string {
 	m.Lock()
 	got, ok := m.active[&b[len(b)-1]]
 	m.Unlock()
-	if !ok || len(got) != len(b) || unsafe.SliceData(got) != unsafe.SliceData(b) || m.mmap == nil || m.munmap == nil {
+	if !ok || len(got) != len(b) || unsafe.SliceData(got) != unsafe.SliceData(b) {
 		return "x/sys/unix's mapper has another layout"
 	}
 	return ""
