@@ -16,22 +16,22 @@ import (
 // Huge pages for wazero's compiled code.
 //
 // On a cache hit wazero v1.12 maps an anonymous, private, read-write region for the module's machine code (45 MB
-// for CPython), reads the cache file into it, checksums it and makes it executable. Every 4 KiB page of that region
-// is fresh memory: a page fault on the read and, on a virtual machine with 4 KiB pages behind the guest, a TLB
-// miss on the checksum. With the system's transparent huge pages set to "madvise" (the common default) the region
-// gets none, because wazero does not ask. The region is made inside wazero (internal/platform), and its cache is
-// closed to other implementations, so nothing public reaches it; but wazero maps it with golang.org/x/sys/unix's
-// Mmap, which calls a function held in that package's mapper. While a Compile runs, that function is wrapped:
-// an anonymous, private, read-write mapping of at least a huge page (2 MiB) at no fixed address (exactly the form of
-// wazero's code region) is aligned to a huge page and advised MADV_HUGEPAGE. Every other mapping, and every mapping outside a
-// Compile, goes through unchanged. The result is still an anonymous private mapping of the requested length, so
-// wazero's later mprotect and munmap, and any other caller's use of it, behave as before.
+// for CPython), reads the cache file into it, checksums it and makes it executable. Every 4 KiB page of that
+// region is fresh memory: a page fault on the read and, on a virtual machine, a TLB miss on the checksum. With the
+// system's transparent huge pages set to "madvise" (a common setting) the region gets none, because wazero does
+// not ask. The region is made inside wazero (internal/platform), and its cache is closed to other
+// implementations, so nothing public reaches it; but wazero maps it with golang.org/x/sys/unix's Mmap, which
+// calls a function held in that package's mapper. While a Compile runs, that function is wrapped: an anonymous,
+// private, read-write mapping of at least a huge page (2 MiB) at no fixed address (exactly the form of wazero's
+// code region) is aligned to a huge page and advised MADV_HUGEPAGE. Every other mapping, and every mapping
+// outside a Compile, goes through unchanged. The result is still an anonymous private mapping of the requested
+// length, so wazero's later mprotect and munmap, and any other caller's use of it, behave as before.
 //
 // The wrapper is installed only if x/sys/unix's mapper has the layout mirrored below, which init checks against
-// a live mapping before it writes anything; otherwise (or with transparent huge pages "never", or a kernel
-// without them) code pages stay as wazero makes them.
+// a live mapping before it writes anything, and used only with transparent huge pages "madvise" or "always";
+// otherwise code pages stay as wazero makes them.
 
-// xsysMmapper mirrors golang.org/x/sys/unix's mmapper (stable since 2017; checked at init).
+// xsysMmapper mirrors golang.org/x/sys/unix's mmapper (as of x/sys v0.49.0; checked at init).
 type xsysMmapper struct {
 	sync.Mutex
 	active map[*byte][]byte
@@ -52,14 +52,40 @@ var (
 	hugeCodeAdvised atomic.Int64
 	// origMmap is x/sys/unix's own mmap, which the wrapper calls; nil when the wrapper is not installed.
 	origMmap func(addr, length uintptr, prot, flags, fd int, offset int64) (uintptr, error)
-	// hugeCodeOff says why the wrapper is not installed ("" when it is).
-	hugeCodeOff string
+	// hugeCodeInstalled says why init did not install the wrapper ("" when it did).
+	hugeCodeInstalled string
+
+	hugeCodeOnce sync.Once
+	hugeCodeWhy  string
 )
 
-func init() { hugeCodeOff = installHugeCode() }
+// init installs the wrapper (a probe mapping and a pointer swap: a few microseconds). It runs before any
+// goroutine of this package can map anything, so the swap races with no unix.Mmap of ours. The system's huge-page
+// settings are read only when the first Compile asks (hugeCodeOff).
+func init() { hugeCodeInstalled = installHugeCode() }
 
-// installHugeCode installs the wrapper, or says why not.
 func installHugeCode() string {
+	if why := checkMapperLayout(); why != "" {
+		return why
+	}
+	origMmap = xsysMapper.mmap
+	xsysMapper.mmap = hugeCodeMmap
+	return ""
+}
+
+// hugeCodeOff says why a Compile's code is not put in huge pages ("" when it is): the wrapper is not installed,
+// or the system has no transparent huge pages for it. It reads the settings once.
+func hugeCodeOff() string {
+	hugeCodeOnce.Do(func() {
+		if hugeCodeWhy = hugeCodeInstalled; hugeCodeWhy == "" {
+			hugeCodeWhy = readHugePageSize()
+		}
+	})
+	return hugeCodeWhy
+}
+
+// readHugePageSize sets hugePageSize from the system's settings, or says why huge pages are not used.
+func readHugePageSize() string {
 	mode, err := os.ReadFile("/sys/kernel/mm/transparent_hugepage/enabled")
 	if err != nil {
 		return "no transparent huge pages: " + err.Error()
@@ -76,12 +102,7 @@ func installHugeCode() string {
 	if err != nil || size < uint64(os.Getpagesize()) || size&(size-1) != 0 || size > 32<<20 {
 		return "huge pages of " + strings.TrimSpace(string(pmd)) + " bytes are not used for code"
 	}
-	hugePageSize = uintptr(size)
-	if why := checkMapperLayout(); why != "" {
-		return why
-	}
-	origMmap = xsysMapper.mmap
-	xsysMapper.mmap = hugeCodeMmap
+	hugePageSize = uintptr(size) // before any Compile counts itself in hugeCodeCompiles, which orders it
 	return ""
 }
 
@@ -132,7 +153,7 @@ func hugeCodeMmap(addr, length uintptr, prot, flags, fd int, offset int64) (uint
 
 // withHugeCode runs fn (a CompileModule) with the wrapper active.
 func withHugeCode(fn func()) {
-	if origMmap == nil {
+	if hugeCodeOff() != "" {
 		fn()
 		return
 	}
