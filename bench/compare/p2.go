@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -59,10 +60,13 @@ type p2Part struct {
 // p2Case is one kind of process (the CLI or the package alone, warm cache or precompiled directory) over the
 // rounds: its whole time and its parts.
 type p2Case struct {
-	Name  string   `json:"name"`
-	Wall  msSpread `json:"wall"`
-	CPU   msSpread `json:"cpu"`
-	Parts []p2Part `json:"parts"`
+	Name string   `json:"name"`
+	Wall msSpread `json:"wall"`
+	CPU  msSpread `json:"cpu"`
+	// MinorFaults is the median of the process's minor page faults (its fresh pages), where the system reports
+	// them: on a virtual machine each costs microseconds.
+	MinorFaults int64    `json:"minor_faults,omitempty"`
+	Parts       []p2Part `json:"parts"`
 }
 
 type p2Report struct {
@@ -83,6 +87,7 @@ type p2Report struct {
 // p2Run is one process: its whole wall and CPU time and the phases it reported.
 type p2Run struct {
 	wall, cpu time.Duration
+	faults    int64
 	phases    []starttrace.Phase
 }
 
@@ -105,6 +110,7 @@ func runTraced(ctx context.Context, name string, args []string, env []string, ph
 		return r, fmt.Errorf("%s %v: %v: %s", filepath.Base(name), args, err, stderr.String())
 	}
 	r.cpu = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	r.faults = minorFaults(cmd.ProcessState)
 	ph, err := phases(stdout.Bytes(), stderr.Bytes())
 	if err != nil {
 		return r, fmt.Errorf("%s %v: %v", filepath.Base(name), args, err)
@@ -222,7 +228,16 @@ func measureP2(ctx context.Context, rounds int, cli string) (*p2Report, error) {
 		for _, pr := range runs[i] {
 			ws, cs = append(ws, ms(pr.wall)), append(cs, ms(pr.cpu))
 		}
-		r.Cases = append(r.Cases, p2Case{Name: c.name, Wall: msSpreadOf(ws), CPU: msSpreadOf(cs), Parts: partsOf(runs[i])})
+		var fs []int64
+		for _, pr := range runs[i] {
+			fs = append(fs, pr.faults)
+		}
+		slices.Sort(fs)
+		pc := p2Case{Name: c.name, Wall: msSpreadOf(ws), CPU: msSpreadOf(cs), Parts: partsOf(runs[i])}
+		if len(fs) > 0 {
+			pc.MinorFaults = fs[len(fs)/2]
+		}
+		r.Cases = append(r.Cases, pc)
 	}
 	r.CLIWarmCache, r.CLIPrecompiled = r.Cases[0].Wall, r.Cases[1].Wall
 	if len(r.Cases) > 4 {
@@ -281,6 +296,18 @@ func moduleRoot(ctx context.Context) (string, error) {
 	return filepath.Dir(gomod), nil
 }
 
+// minorFaults is the Minflt of the process's rusage (Unix), 0 where the system has none.
+func minorFaults(ps *os.ProcessState) int64 {
+	v := reflect.ValueOf(ps.SysUsage())
+	if v.Kind() != reflect.Pointer || v.IsNil() || v.Elem().Kind() != reflect.Struct {
+		return 0
+	}
+	if f := v.Elem().FieldByName("Minflt"); f.IsValid() && f.CanInt() {
+		return f.Int()
+	}
+	return 0
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // partsOf summarises each phase over the rounds, in the order they first appear.
@@ -321,7 +348,7 @@ func printP2(r *p2Report) {
 		fmt.Printf("  unavailable: %s\n", u)
 	}
 	for _, c := range r.Cases {
-		fmt.Printf("  %-62s %s / %s\n", c.Name, f(c.Wall), f(c.CPU))
+		fmt.Printf("  %-62s %s / %s, %d minor faults\n", c.Name, f(c.Wall), f(c.CPU), c.MinorFaults)
 		for _, p := range c.Parts {
 			fmt.Printf("    %-60s %s / %s\n", p.Name, f(p.Wall), f(p.CPU))
 		}

@@ -67,7 +67,9 @@ func NewWazero(ctx context.Context, cfg WazeroConfig) (Engine, error) {
 }
 
 func (e *wazeroEngine) Compile(ctx context.Context, wasm []byte) (Module, error) {
-	cm, err := e.rt.CompileModule(ctx, wasm)
+	var cm wazero.CompiledModule
+	var err error
+	withHugeCode(func() { cm, err = e.rt.CompileModule(ctx, wasm) }) // its code region in huge pages (hugecode_linux.go)
 	if err != nil {
 		return nil, fmt.Errorf("engine: compile: %w", err)
 	}

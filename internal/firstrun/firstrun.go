@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"strconv"
 	"time"
 
@@ -29,6 +30,14 @@ func Main(engine string) {
 	if !starttrace.FromEnv(os.Getenv) {
 		starttrace.Enable()
 	}
+	if path := os.Getenv(CPUProfileEnv); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "firstrun:", err)
+			os.Exit(1)
+		}
+		defer stop()
+	}
 	ctx := context.Background()
 	sb, err := wasmbox.New(ctx, wasmbox.Config{Engine: engine, CacheDir: os.Getenv("WASMBOX_CACHE_DIR"),
 		PrecompiledDir: os.Getenv("WASMBOX_PRECOMPILED")})
@@ -46,6 +55,22 @@ func Main(engine string) {
 	_ = sb.Close(ctx)
 	starttrace.Mark("Close")
 	_ = json.NewEncoder(os.Stdout).Encode(starttrace.Take())
+}
+
+// CPUProfileEnv names a file to which Main writes a CPU profile (runtime/pprof) of New, the first Run and Close:
+// what `go tool pprof -top` reads to see where a start's time goes.
+const CPUProfileEnv = "WASMBOX_FIRSTRUN_CPUPROFILE"
+
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("firstrun: cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("firstrun: cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // EngineNumbersFlag, followed by REPS and RUNS, makes Main print bench.EngineNumbers of its engine as JSON.
