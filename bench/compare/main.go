@@ -49,10 +49,14 @@ type report struct {
 	W1NativeSeconds   *float64                   `json:"w1_native_seconds"`
 	W1RatioVsNative   *float64                   `json:"w1_ratio_vs_native"`
 	W1RatioSpread     bench.Spread               `json:"w1_ratio_spread"`
+	W1WallRatioSpread bench.Spread               `json:"w1_wall_ratio_spread"`
+	W1Pairs           []pairRecord               `json:"w1_pairs"`
 	W2Seconds         float64                    `json:"w2_seconds"`
 	W2NativeSeconds   *float64                   `json:"w2_native_seconds"`
 	W2RatioVsNative   *float64                   `json:"w2_ratio_vs_native"`
 	W2RatioSpread     bench.Spread               `json:"w2_ratio_spread"`
+	W2WallRatioSpread bench.Spread               `json:"w2_wall_ratio_spread"`
+	W2Pairs           []pairRecord               `json:"w2_pairs"`
 	DeadlineOverhead  float64                    `json:"deadline_overhead_ratio"`
 	DeadlineSpread    bench.Spread               `json:"deadline_overhead_spread"`
 	ToolCallUS        *float64                   `json:"tool_call_us"`
@@ -233,76 +237,64 @@ func run(quick, asJSON, cg, sci bool) error {
 		p.row.FreshRunP50MS = p.row.FreshRun.Median
 	}
 
-	// W1 and W2, deadline on, each rep interleaved: wasmbox, native, every peer. The ratios are those of each
-	// rep's own members.
+	// W1 and W2, deadline on, in interleaved pairs: wasmbox and native (in turn first), then every peer, all
+	// pinned to one CPU per pair (measurePairs).
 	py := findPython()
 	if py == "" {
 		r.Skipped = append(r.Skipped, "native python3: not found on PATH (or $WASMBOX_NATIVE_PYTHON)")
 	}
+	pin, err := newPinning()
+	if err != nil {
+		r.Skipped = append(r.Skipped, "pinning a pair to one CPU: "+err.Error()+" (pairs may straddle CPUs)")
+		pin = nil
+	} else {
+		for _, p := range peers {
+			pin.also(p.cmd.Process.Pid)
+		}
+	}
+	budget := map[bool]pairBudget{true: {min: 9, max: 27, spend: 20 * time.Second}, false: {min: 15, max: 45, spend: 60 * time.Second}}[quick]
 	for _, w := range []struct {
 		name, code string
 		ours       *float64
 		native     **float64
 		ratio      **float64
 		spread     *bench.Spread
+		wall       *bench.Spread
+		pairs      *[]pairRecord
 	}{
-		{"W1", bench.W1, &r.W1Seconds, &r.W1NativeSeconds, &r.W1RatioVsNative, &r.W1RatioSpread},
-		{"W2", bench.W2, &r.W2Seconds, &r.W2NativeSeconds, &r.W2RatioVsNative, &r.W2RatioSpread},
+		{"W1", bench.W1, &r.W1Seconds, &r.W1NativeSeconds, &r.W1RatioVsNative, &r.W1RatioSpread, &r.W1WallRatioSpread, &r.W1Pairs},
+		{"W2", bench.W2, &r.W2Seconds, &r.W2NativeSeconds, &r.W2RatioVsNative, &r.W2RatioSpread, &r.W2WallRatioSpread, &r.W2Pairs},
 	} {
-		var ours, native, ratios []float64
-		peerS := map[*peer][]float64{}
-		peerR := map[*peer][]float64{}
-		for range reps {
-			x, err := bench.GuestTime(ctx, sb, w.code, 1)
-			if err != nil {
-				return err
-			}
-			ours = append(ours, x)
-			var y float64
-			if py != "" {
-				if y, err = nativeTime(py, w.code, 1); err != nil {
-					return fmt.Errorf("native %s: %w", w.name, err)
-				}
-				native, ratios = append(native, y), append(ratios, x/y)
-			}
-			for _, p := range peers {
-				v, err := p.ask(map[string]any{"op": "run", "code": w.code}, "s")
-				if err != nil {
-					if len(peerS[p]) == 0 && !slices.ContainsFunc(p.row.Errors, func(e string) bool { return strings.HasPrefix(e, w.name) }) {
-						p.fail(w.name, err)
-					}
-					continue
-				}
-				peerS[p] = append(peerS[p], v)
-				if y > 0 {
-					peerR[p] = append(peerR[p], v/y)
-				}
-			}
+		m, err := measurePairs(ctx, sb, py, w.code, peers, pin, budget)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w.name, err)
 		}
-		*w.ours = bench.Summarise(ours).Median
-		if len(native) > 0 {
-			n, s := bench.Summarise(native).Median, bench.Summarise(ratios)
-			*w.native, *w.ratio, *w.spread = &n, &s.Median, s
+		*w.ours, *w.pairs = m.ours.Median, m.pairs
+		if m.native.N > 0 {
+			n := m.native.Median
+			*w.native, *w.spread, *w.wall = &n, m.ratio, m.wallRatio
+			*w.ratio = &w.spread.Median
 		}
 		for _, p := range peers {
-			if len(peerS[p]) == 0 {
+			if len(m.peerS[p]) == 0 {
 				continue
 			}
-			s := bench.Summarise(peerR[p])
+			s := bench.Summarise(m.peerR[p])
 			switch w.name {
 			case "W1":
-				p.row.W1Seconds, p.row.W1RatioSpread = bench.Summarise(peerS[p]).Median, s
+				p.row.W1Seconds, p.row.W1RatioSpread = bench.Summarise(m.peerS[p]).Median, s
 				if s.N > 0 {
 					p.row.W1RatioVsNativ = &s.Median
 				}
 			case "W2":
-				p.row.W2Seconds, p.row.W2RatioSpread = bench.Summarise(peerS[p]).Median, s
+				p.row.W2Seconds, p.row.W2RatioSpread = bench.Summarise(m.peerS[p]).Median, s
 				if s.N > 0 {
 					p.row.W2RatioVsNativ = &s.Median
 				}
 			}
 		}
-		logf("%s %.3f s, ratio to native %s", w.name, *w.ours, w.spread.Format("×", 2))
+		logf("%s %.3f s, ratio to native %s CPU time, q1–q3 %.2f–%.2f (wall time %s)", w.name, *w.ours,
+			w.spread.Format("×", 2), w.spread.Q1, w.spread.Q3, w.wall.Format("×", 2))
 	}
 
 	// The deadline's cost: W1's loop in a function (bench.W1Loop: module-level names would make it depend on
@@ -472,7 +464,6 @@ func pct(d []time.Duration, p int) float64 {
 	return float64(s[(len(s)-1)*p/100].Microseconds()) / 1000
 }
 
-// guestTime runs a timed workload reps times and returns the median of the in-guest durations.
 // findPython prefers $WASMBOX_NATIVE_PYTHON, then a working python3.13 on PATH, then one that pyenv installed
 // without selecting it, then python3 (the version is reported).
 func findPython() string {
@@ -493,23 +484,6 @@ func findPython() string {
 		return p
 	}
 	return ""
-}
-
-func nativeTime(py, w string, reps int) (float64, error) {
-	var ts []float64
-	for range reps {
-		out, err := exec.Command(py, "-I", "-S", "-c", bench.Timed(w)).Output()
-		if err != nil {
-			return 0, err
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(string(out)), 64)
-		if err != nil {
-			return 0, err
-		}
-		ts = append(ts, v)
-	}
-	slices.Sort(ts)
-	return ts[len(ts)/2], nil
 }
 
 // throughput counts the trivial runs that all cores complete in dur (runs started before the end and
@@ -543,7 +517,7 @@ func f(p *float64, format string) string {
 
 func printTable(r report) {
 	fmt.Printf("wasmbox bench/compare (%d cores, quick=%v; native: %s)\n", r.Cores, r.Quick, orDash(r.NativePython))
-	fmt.Printf("ratios: median of interleaved pairs (min–max, n pairs); wall-clock figures depend on the machine's load\n\n")
+	fmt.Printf("ratios: median of interleaved pairs (min–max, n pairs), W1/W2 in CPU time with both members on one CPU; wall-clock figures depend on the machine's load\n\n")
 	row := func(a, b, c, d string) { fmt.Printf("%-40s %-34s %-12s %s\n", a, b, c, d) }
 	row("workload", "wasmbox (deadline on)", "native", "ratio (min–max) / target")
 	row("W0 fresh sandbox + print(1) p50 (p90)", fmt.Sprintf("%.2f ms (%.2f)", r.FreshRunP50MS, r.FreshRunP90MS), f(r.NativePythonP50MS, "%.2f ms"), "P1 ≤ 0.2 ms")
