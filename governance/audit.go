@@ -106,7 +106,9 @@ const DefaultMemoryAuditorBytes = 32 << 20
 const memRecordOverhead = 256
 
 // MemoryAuditor keeps records in memory, for tests, benchmarks and for showing a run's calls. It copies the
-// arguments it keeps. The zero value is ready to use and keeps the most recent records that fit in
+// arguments it keeps. For a gate's own records it also copies a small result (at most 1 KiB) and computes the
+// record's ResultSHA256 when the record is first read (Records, RunRecords), off the call's path; the copy
+// counts toward MaxBytes. The zero value is ready to use and keeps the most recent records that fit in
 // DefaultMemoryAuditorBytes (32 MiB).
 type MemoryAuditor struct {
 	// Limit, if positive, keeps only the last Limit records (older ones are dropped), bounding memory. Set it
