@@ -9,14 +9,17 @@ set -euo pipefail
 case "${1:-}" in
 start)
 	bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -1 || true)
+	installed=0
 	if [ -z "$bin" ] || [ ! -x "$bin/pg_ctl" ]; then
 		echo "postgres.sh: installing Debian's postgresql" >&2
 		apt-get update -qq >&2
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >&2
 		bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
+		installed=1
 	fi
-	# The package's own cluster is not ours: leave it stopped so that it cannot answer for us.
-	if command -v pg_lsclusters >/dev/null 2>&1; then
+	# Installing the package starts a cluster of its own on 5432, which the tests never use (theirs is on a port
+	# of its own): stop that one, which this script started, and never a cluster that was there before it.
+	if [ "$installed" = 1 ] && command -v pg_lsclusters >/dev/null 2>&1; then
 		pg_lsclusters -h 2>/dev/null | while read -r ver name _; do pg_ctlcluster "$ver" "$name" stop >/dev/null 2>&1 || true; done
 	fi
 	dir=$(mktemp -d /tmp/wasmbox-ci-pg.XXXXXX)
