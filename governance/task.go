@@ -454,7 +454,11 @@ func (t *Task) update(ctx context.Context, fn func(tx Tx, info *TaskInfo) error)
 }
 
 func (t *Task) updateOnce(ctx context.Context, assume bool, fn func(tx Tx, info *TaskInfo) error) error {
-	return t.g.store.Update(ctx, func(tx Tx) error {
+	// What the transaction wrote becomes the task's state here only once it committed: a store may run fn and then
+	// fail to commit (or run it again), and a record this process keeps must never be ahead of the store's.
+	var staged TaskInfo
+	var stagedRec []byte
+	err := t.g.store.Update(ctx, func(tx Tx) error {
 		info, err := t.getRecord(tx, assume)
 		if err != nil {
 			return err
@@ -474,10 +478,15 @@ func (t *Task) updateOnce(ctx context.Context, assume bool, fn func(tx Tx, info 
 		if err != nil {
 			return err
 		}
-		t.info = info
-		t.cacheRecord(rec, &info)
+		staged, stagedRec = info, rec
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	t.info = staged
+	t.cacheRecord(stagedRec, &staged)
+	return nil
 }
 
 // getRecord reads the task's record in tx: decoded, or a copy of recInfo when its bytes are rec's (or, with
@@ -632,16 +641,20 @@ func (t *Task) End(ctx context.Context, used time.Duration, failure string) erro
 			return nil
 		})
 	} else {
+		var total time.Duration
 		err = t.g.store.Update(ctx, func(tx Tx) error {
 			info, err := getTask(tx, t.id)
 			if err != nil {
 				return err
 			}
 			info.Used += used
-			t.info.Used = info.Used
+			total = info.Used
 			_, err = putTask(tx, &info)
 			return err
 		})
+		if err == nil {
+			t.info.Used = total
+		}
 	}
 	t.mu.Unlock()
 	<-t.stopped

@@ -29,6 +29,7 @@ func RunGovernance(t *testing.T, open func(t *testing.T) governance.Store) {
 	t.Run("Tampering", func(t *testing.T) { testTampering(t, open(t)) })
 	t.Run("LimitsContinue", func(t *testing.T) { testLimitsContinue(t, open(t)) })
 	t.Run("RecordWrittenElsewhere", func(t *testing.T) { testRecordWrittenElsewhere(t, open(t)) })
+	t.Run("CommitFails", func(t *testing.T) { testCommitFails(t, open(t)) })
 	t.Run("SharedBudget", func(t *testing.T) { testSharedBudget(t, open(t)) })
 	t.Run("SharedAuditChain", func(t *testing.T) { testSharedAuditChain(t, open(t)) })
 }
@@ -583,6 +584,75 @@ func testRecordWrittenElsewhere(t *testing.T, store governance.Store) {
 	if ts.count("read") != 1 {
 		t.Fatalf("read ran %d times; want once (before the record was changed)", ts.count("read"))
 	}
+}
+
+// A transaction whose function ran but that did not commit leaves the task as the store has it: what this
+// process reports (Info) and what its next call starts from are the committed record, not the one rolled back.
+func testCommitFails(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	link := &rollbackStore{Store: store}
+	g := newGate(t, link, governance.Limits{})
+	task, err := g.NewTask(ctx, governance.TaskOptions{Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer task.End(ctx, 0, "")
+	var ts tools
+	run := task.Run()
+	if _, err := run.Do(ctx, call("read", `{"i":1}`), ts.fn("read")); err != nil {
+		t.Fatal(err)
+	}
+	link.rollback.Store(true)
+	if _, err := run.Do(ctx, call("read", `{"i":2}`), ts.fn("read")); !errors.Is(err, governance.ErrStore) {
+		t.Fatalf("a call whose booking did not commit = %v; want ErrStore", err)
+	}
+	if info := task.Info(); info.Calls != 1 || info.PerTool["read"] != 1 {
+		t.Fatalf("after a booking that did not commit Info = %d calls (read %d); want 1 (the store's)", info.Calls, info.PerTool["read"])
+	}
+	if err := task.SetMeta(ctx, []byte("new")); !errors.Is(err, governance.ErrStore) {
+		t.Fatalf("SetMeta that did not commit = %v; want ErrStore", err)
+	}
+	link.rollback.Store(false)
+	stored, err := g.TaskInfo(ctx, task.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := task.Info()
+	if info.Calls != stored.Calls || info.Calls != 1 || info.PerTool["read"] != 1 || !info.Updated.Equal(stored.Updated) {
+		t.Fatalf("after a rolled-back booking Info = %d calls (read %d, updated %v); the store holds %d (updated %v)",
+			info.Calls, info.PerTool["read"], info.Updated, stored.Calls, stored.Updated)
+	}
+	if ts.count("read") != 1 {
+		t.Fatalf("read ran %d times; want once (the second call was never booked)", ts.count("read"))
+	}
+	if string(task.Meta()) == "new" {
+		t.Fatal("Meta() returns what SetMeta could not commit")
+	}
+}
+
+// rollbackStore runs each transaction's function and, while rollback is set, rolls it back instead of committing:
+// a commit that failed after the function ran.
+type rollbackStore struct {
+	governance.Store
+	rollback atomic.Bool
+}
+
+var errRolledBack = fmt.Errorf("%w: commit failed (test)", governance.ErrStore)
+
+func (r *rollbackStore) Update(ctx context.Context, fn func(governance.Tx) error) error {
+	if !r.rollback.Load() {
+		return r.Store.Update(ctx, fn)
+	}
+	err := r.Store.Update(ctx, func(tx governance.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		return errRolledBack
+	})
+	if err == nil {
+		err = errRolledBack
+	}
+	return err
 }
 
 func testSharedBudget(t *testing.T, store governance.Store) {
