@@ -27,7 +27,7 @@ const (
 	pageIsFile    = 1 << 2
 	pageIsPresent = 1 << 3
 	pageIsSwapped = 1 << 4
-	scanRegions   = 64 // page_region entries per call
+	scanRegions   = 256 // page_region entries per call: a short run leaves about a hundred ranges, one call reads them all
 )
 
 // pmScanArg is struct pm_scan_arg.

@@ -355,7 +355,7 @@ func (c *cowImage) restore(region []byte) error {
 	if c.size == 0 {
 		return nil
 	}
-	var small [32][2]uint64
+	var small [128][2]uint64 // a short run leaves about a hundred ranges: no allocation
 	ranges, private := small[:0], uint64(0)
 	err := privateRanges(uintptr(unsafe.Pointer(&region[0])), c.size, func(off, n uint64) {
 		ranges = append(ranges, [2]uint64{off, n})
