@@ -39,7 +39,7 @@ const (
 	ExportABIVersion = "wasmbox_abi_version" // () -> i32
 	ExportInit       = "wasmbox_init"        // () -> i32: 0 ok; initialises CPython (isolated config)
 	ExportPrepare    = "wasmbox_prepare"     // (ptr, len) -> i32: run source in a private namespace; 0 ok
-	ExportExec       = "wasmbox_exec"        // (ptr, len) -> i32: one run (JSON request); returns exit code
+	ExportExec       = "wasmbox_exec"        // (ptr, len) -> i32: one run (marshal request); returns exit code
 	ExportAlloc      = "wasmbox_alloc"       // (n) -> ptr (0 on failure)
 	ExportFree       = "wasmbox_free"        // (ptr)
 	ExportInterrupt  = "wasmbox_interrupt"   // (): schedule a KeyboardInterrupt (async-signal-safe)

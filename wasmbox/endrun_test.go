@@ -41,6 +41,10 @@ func TestEndOfRunClosesOpenFiles(t *testing.T) {
 		{"function local after an exception", "def f():\n    g = open('e.txt', 'w')\n    g.write('before')\n    raise ValueError('x')\nf()", "e.txt", "before"},
 		{"after sys.exit", "import sys\nf = open('x.txt', 'w')\nf.write('exit')\nsys.exit(3)", "x.txt", "exit"},
 		{"text over a buffer", "import io\nraw = open('t.txt', 'wb')\nw = io.TextIOWrapper(raw, encoding='utf-8')\nw.write('wrapped é')", "t.txt", "wrapped é"},
+		// Opened after the first look for open files: by the finalizer of a cycle the last collection frees, and
+		// by a gc callback during that collection (which may find nothing at all).
+		{"opened by a cycle's finalizer", "import builtins\nclass D:\n    def __del__(self, b=builtins):\n        b.late = open('fin.txt', 'w')\n        b.late.write('late')\nd = D()\nd.me = d\ndel d", "fin.txt", "late"},
+		{"opened by a gc callback at the end", "import atexit, builtins, gc\natexit.register(setattr, builtins, 'ending', True)\ndef cb(phase, info, b=builtins):\n    if phase == 'stop' and getattr(b, 'ending', False) and not hasattr(b, 'cbf'):\n        b.cbf = open('cb.txt', 'w')\n        b.cbf.write('callback')\ngc.callbacks.append(cb)", "cb.txt", "callback"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

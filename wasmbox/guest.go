@@ -554,7 +554,9 @@ func prepareSource(preload []string, toolsModule string) string {
 	// Warm the driver: CPython specializes bytecode as it runs, writing into the code objects, so a driver
 	// first run after the snapshot would pay for that (and for restoring the pages it wrote) in every fresh
 	// run. Runs of an empty program here leave the driver's code specialized in the snapshot.
-	b.WriteString("for _ in range(3): sys.modules['_wasmbox_boot'].run('{\"code\": \"pass\"}')\n")
+	// The request is a default Run's, as bytes as wasmbox_exec passes it, so that the paths a run takes are warm.
+	warm, _ := (&execRequest{Code: "pass", Filename: "<string>", Argv: []string{"<string>"}}).marshal()
+	fmt.Fprintf(&b, "for _ in range(3): sys.modules['_wasmbox_boot'].run(%s)\n", pyBytes(warm))
 	// Flush stdio and freeze the heap: full collections in a run then skip the snapshot's objects instead of
 	// touching (and copying) every page of it.
 	b.WriteString("import gc\ngc.collect()\ngc.freeze()\nsys.stdout.flush()\nsys.stderr.flush()\n")
@@ -562,6 +564,17 @@ func prepareSource(preload []string, toolsModule string) string {
 }
 
 // pyString quotes s as a Python string literal (JSON strings are valid Python literals).
+// pyBytes returns b as a Python bytes literal.
+func pyBytes(b []byte) string {
+	var sb strings.Builder
+	sb.WriteString("b'")
+	for _, c := range b {
+		fmt.Fprintf(&sb, "\\x%02x", c)
+	}
+	sb.WriteString("'")
+	return sb.String()
+}
+
 func pyString(s string) string {
 	b, _ := json.Marshal(s)
 	return string(b)
@@ -716,7 +729,7 @@ func (j *execJob) Run() {
 	}
 }
 
-// execRequest is the JSON the run driver (_wasmbox_boot.run) reads.
+// execRequest is what the run driver (_wasmbox_boot.run) reads (request.go encodes it).
 type execRequest struct {
 	Code     string            `json:"code"`
 	Filename string            `json:"filename"`
@@ -777,7 +790,11 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	if len(argv) == 0 {
 		argv = []string{filename}
 	}
-	req, _ := json.Marshal(execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed, Shutdown: g.shutdown})
+	req, err := (&execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed, Shutdown: g.shutdown}).marshal()
+	if err != nil { // a string of 2 GiB or more
+		cleanup()
+		return &Result{ExitCode: -1, Workspace: g.ws}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
 	g.installed = false
 	rc, err, abandoned := g.execOn(ctx, runCtx, st, req, cleanup)
 	if abandoned {

@@ -176,7 +176,7 @@ wasmbox_prepare(const char *src, int32_t len)
 }
 
 /*
- * wasmbox_exec: one run. The request (UTF-8 JSON, see docs/ABI.md) is passed as bytes to _wasmbox_boot.run, which
+ * wasmbox_exec: one run. The request (marshal's format, see docs/ABI.md) is passed as bytes to _wasmbox_boot.run, which
  * returns the exit code. Returns 125 if the driver itself fails (printed to stderr), 126 if not prepared.
  */
 EXPORT("wasmbox_exec") int32_t

@@ -1,6 +1,7 @@
 """_wasmbox_boot: the fixed driver of every wasmbox run (installed by the host through wasmbox_prepare).
 
-The host calls wasmbox_exec with a JSON request; the C side calls run(request_bytes) and returns its exit code.
+The host calls wasmbox_exec with a request (a dict in marshal's format, see docs/ABI.md); the C side calls
+run(request_bytes) and returns its exit code.
 Everything a snapshot of the initialised interpreter froze is reset here, per run: randomness, tempfile's name
 sequence, os.environ, sys.argv, cwd, __main__. Exceptions are reported to the host as structured data and
 printed to stderr the way CPython does.
@@ -8,6 +9,7 @@ printed to stderr the way CPython does.
 import sys
 import os
 import json
+import marshal
 import traceback
 import linecache
 import types
@@ -534,12 +536,15 @@ def _finalize(ns):
     # The snapshot's objects are frozen, so what the run made is in the young generation until a collection
     # moves it on: while none has, collecting that generation finds every cycle the run left, and costs less
     # than a full collection (which also empties the interpreter's free lists, memory the next run restores).
+    # A collection that found nothing ran no finalizer, so unless the program registered gc.callbacks (which a
+    # collection calls) no file can have been opened since the last look.
     try:
         young = gc.get_count()
-        gc.collect(0 if young[1] == 0 and young[2] == 0 else 2)
+        found = gc.collect(0 if young[1] == 0 and young[2] == 0 else 2)
     except BaseException:
-        pass
-    _close_files()
+        found = 1
+    if found or gc.callbacks:
+        _close_files()
     _flush()
 
 
@@ -552,7 +557,7 @@ def _close_files():
 
 
 def run(raw):
-    req = json.loads(raw)
+    req = marshal.loads(raw)
     if req.get("shutdown"):
         # A Session is closing: the end of its program.
         _finalize(_persist.pop("main", None))
