@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -308,8 +309,27 @@ func (g *testGuest) exec(ctx context.Context, code string) (int32, error) {
 	g.stdout.Reset()
 	g.stderr.Reset()
 	g.host.exception = nil
-	req, _ := json.Marshal(map[string]any{"code": code, "filename": "<test>", "argv": []string{"<test>"}, "env": map[string]string{}})
-	return g.callWithBytes(ctx, hostfuncs.ExportExec, req)
+	return g.callWithBytes(ctx, hostfuncs.ExportExec, execRequest(code))
+}
+
+// execRequest is the run request of docs/ABI.md for code: a marshal dict of code, filename, argv and env.
+func execRequest(code string) []byte {
+	str := func(b []byte, s string) []byte {
+		b = append(b, 'u')
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
+		return append(b, s...)
+	}
+	b := []byte{'{'}
+	b = str(b, "code")
+	b = str(b, code)
+	b = str(b, "filename")
+	b = str(b, "<test>")
+	b = str(b, "argv")
+	b = append(b, '[', 1, 0, 0, 0)
+	b = str(b, "<test>")
+	b = str(b, "env")
+	b = append(b, '{', '0')
+	return append(b, '0')
 }
 
 func (g *testGuest) mustExec(code string) string {
