@@ -22,6 +22,7 @@ import (
 	"github.com/wasmbox/wasmbox/governance"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/engine"
+	"github.com/wasmbox/wasmbox/internal/execreq"
 	"github.com/wasmbox/wasmbox/internal/handoff"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 	"github.com/wasmbox/wasmbox/pyruntime/py"
@@ -555,7 +556,7 @@ func prepareSource(preload []string, toolsModule string) string {
 	// first run after the snapshot would pay for that (and for restoring the pages it wrote) in every fresh
 	// run. Runs of an empty program here leave the driver's code specialized in the snapshot.
 	// The request is a default Run's, as bytes as wasmbox_exec passes it, so that the paths a run takes are warm.
-	warm, _ := (&execRequest{Code: "pass", Filename: "<string>", Argv: []string{"<string>"}}).marshal()
+	warm, _ := (&execreq.Request{Code: "pass", Filename: "<string>", Argv: []string{"<string>"}}).Marshal()
 	fmt.Fprintf(&b, "for _ in range(3): sys.modules['_wasmbox_boot'].run(%s)\n", pyBytes(warm))
 	// Flush stdio and freeze the heap: full collections in a run then skip the snapshot's objects instead of
 	// touching (and copying) every page of it.
@@ -729,21 +730,6 @@ func (j *execJob) Run() {
 	}
 }
 
-// execRequest is what the run driver (_wasmbox_boot.run) reads (request.go encodes it).
-type execRequest struct {
-	Code     string            `json:"code"`
-	Filename string            `json:"filename"`
-	Argv     []string          `json:"argv"`
-	Env      map[string]string `json:"env"`
-	Session  bool              `json:"session,omitempty"`
-	// Invalidate asks the driver to clear the import system's caches (packages were installed since).
-	Invalidate bool              `json:"invalidate_caches,omitempty"`
-	Modules    map[string]string `json:"modules,omitempty"`
-	// Shutdown asks the driver to end a Session's program as CPython ends one (atexit, files closed, the
-	// __main__ globals released); Code is not run.
-	Shutdown bool `json:"shutdown,omitempty"`
-}
-
 // exec runs one program in g. It returns a Result even when it also returns an error (partial output, the
 // traceback of an interrupted program). Every classification of the outcome comes from the host's own state:
 // its context, the engine's error, the allocator, the gate's records. The guest's exception report is text.
@@ -790,7 +776,7 @@ func (g *guest) exec(ctx context.Context, p Program, session bool) (*Result, err
 	if len(argv) == 0 {
 		argv = []string{filename}
 	}
-	req, err := (&execRequest{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed, Shutdown: g.shutdown}).marshal()
+	req, err := (&execreq.Request{Code: p.Code, Filename: filename, Argv: argv, Env: cfg.Env, Session: session, Invalidate: g.installed, Shutdown: g.shutdown}).Marshal()
 	if err != nil { // a string of 2 GiB or more
 		cleanup()
 		return &Result{ExitCode: -1, Workspace: g.ws}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,6 +24,7 @@ import (
 	"github.com/wasmbox/wasmbox/assets"
 	"github.com/wasmbox/wasmbox/hostfuncs"
 	"github.com/wasmbox/wasmbox/internal/enginetest"
+	"github.com/wasmbox/wasmbox/internal/execreq"
 	"github.com/wasmbox/wasmbox/internal/vfs"
 	"github.com/wasmbox/wasmbox/internal/wasmbin"
 	"github.com/wasmbox/wasmbox/internal/zipfs"
@@ -312,24 +312,13 @@ func (g *testGuest) exec(ctx context.Context, code string) (int32, error) {
 	return g.callWithBytes(ctx, hostfuncs.ExportExec, execRequest(code))
 }
 
-// execRequest is the run request of docs/ABI.md for code: a marshal dict of code, filename, argv and env.
+// execRequest is the run request of docs/ABI.md for code, as the sandbox encodes it.
 func execRequest(code string) []byte {
-	str := func(b []byte, s string) []byte {
-		b = append(b, 'u')
-		b = binary.LittleEndian.AppendUint32(b, uint32(len(s)))
-		return append(b, s...)
+	b, err := (&execreq.Request{Code: code, Filename: "<test>", Argv: []string{"<test>"}, Env: map[string]string{}}).Marshal()
+	if err != nil {
+		panic(err)
 	}
-	b := []byte{'{'}
-	b = str(b, "code")
-	b = str(b, code)
-	b = str(b, "filename")
-	b = str(b, "<test>")
-	b = str(b, "argv")
-	b = append(b, '[', 1, 0, 0, 0)
-	b = str(b, "<test>")
-	b = str(b, "env")
-	b = append(b, '{', '0')
-	return append(b, '0')
+	return b
 }
 
 func (g *testGuest) mustExec(code string) string {

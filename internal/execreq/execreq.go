@@ -1,4 +1,6 @@
-package wasmbox
+// Package execreq encodes the run request the host hands the interpreter's run driver (its export
+// wasmbox_exec; docs/ABI.md): the one encoder of it, used by the sandbox and by the engines' own tests.
+package execreq
 
 import (
 	"encoding/binary"
@@ -23,9 +25,24 @@ const (
 	marshalDict  = '{'
 )
 
-// marshal encodes r for the driver. Text that is not valid UTF-8 has each invalid byte replaced by U+FFFD, as
+// Request is what the run driver (_wasmbox_boot.run) reads.
+type Request struct {
+	Code     string
+	Filename string
+	Argv     []string // nil or empty: sys.argv is [""]
+	Env      map[string]string
+	Session  bool // the program is one step of a Session: its globals persist
+	// Invalidate asks the driver to clear the import system's caches (packages were installed since).
+	Invalidate bool
+	Modules    map[string]string
+	// Shutdown asks the driver to end a Session's program as CPython ends one (atexit, files closed, the
+	// __main__ globals released); Code is not run.
+	Shutdown bool
+}
+
+// Marshal encodes r for the driver. Text that is not valid UTF-8 has each invalid byte replaced by U+FFFD, as
 // encoding/json does (the driver's earlier format).
-func (r *execRequest) marshal() ([]byte, error) {
+func (r *Request) Marshal() ([]byte, error) {
 	n := 64 + len(r.Code) + len(r.Filename)
 	for _, a := range r.Argv {
 		n += 8 + len(a)
@@ -70,7 +87,7 @@ func (e *marshalEncoder) str(s string) *marshalEncoder {
 		s = replaceInvalidUTF8(s)
 	}
 	if len(s) > math.MaxInt32 {
-		e.err = fmt.Errorf("wasmbox: a request string of %d bytes", len(s))
+		e.err = fmt.Errorf("execreq: a request string of %d bytes", len(s))
 		return e
 	}
 	e.b = append(e.b, marshalStr)
