@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -60,6 +61,13 @@ const (
 	StatusPaused Status = "paused"
 	// StatusDecided: a person (or program) decided a paused call: Decision is "allow" or "deny".
 	StatusDecided Status = "decided"
+	// StatusMeta: the caller's data kept with the task (TaskOptions.Meta, Task.SetMeta: what a resume runs) was
+	// set. ResultSize and ResultSHA256 describe it, so that VerifyTask and ResumeTask detect an edit of it in
+	// the store.
+	StatusMeta Status = "meta"
+	// StatusMemo: the result of a Memo step was kept. Args is {"memo":N} (the step's number), and ResultSize
+	// and ResultSHA256 describe the result.
+	StatusMemo Status = "memo"
 )
 
 // TaskState is where a durable task is.
@@ -203,6 +211,7 @@ func taskMetaKey(id string) string             { return "t/" + id + "/m" }
 func taskEntryKey(id string, seq int64) string { return fmt.Sprintf("t/%s/j/%012d", id, seq) }
 func pendingKey(id string, seq int64) string   { return fmt.Sprintf("q/%s/%012d", id, seq) }
 func taskChain(id string) string               { return "t/" + id }
+func taskMemoKey(id string, n int64) string    { return fmt.Sprintf("t/%s/s/%012d", id, n) }
 
 // Task is a durable task opened by this process: a governance [Run] whose calls are journaled in the gate's
 // store, with its budgets, call counts, pending decision and audit chain kept there. The process holds the
@@ -226,6 +235,9 @@ type Task struct {
 	journal []journalEntry // what the store held when the task was opened
 	ended   bool
 	memoN   int // the steps recorded with Memo by this process's run
+	// memoSums holds the SHA-256 (hex) the audit chain recorded for each Memo result in the store when the
+	// task was opened: a result read later must still be that one.
+	memoSums map[int64]string
 	// replayEnded is when the run first made a call the journal does not answer with a recorded outcome.
 	replayEnded time.Time
 	// rec is the task's record as this process last wrote it, and recInfo what it decodes to: update reads the
@@ -289,6 +301,8 @@ func (g *Gate) NewTask(ctx context.Context, opts TaskOptions) (*Task, error) {
 	t := &Task{g: g, id: id, token: newToken(), holder: defaultHolder(opts.Holder), meta: bytes.Clone(opts.Meta)}
 	t.info = TaskInfo{ID: id, State: TaskRunning, Fingerprint: opts.Fingerprint, Created: now, Updated: now,
 		Holder: t.holder, LeaseUntil: now.Add(g.leaseTTL()), Runs: 1, Token: t.token}
+	base := t.info
+	var rec []byte
 	err := g.store.Update(ctx, func(tx Tx) error {
 		if _, ok, err := tx.Get(taskKey(id)); err != nil {
 			return err
@@ -298,15 +312,30 @@ func (g *Gate) NewTask(ctx context.Context, opts TaskOptions) (*Task, error) {
 		if err := tx.Put(taskMetaKey(id), t.meta); err != nil {
 			return err
 		}
-		rec, err := putTask(tx, &t.info)
-		t.cacheRecord(rec, &t.info)
+		// The store may run this function more than once: each run starts from the same state.
+		t.info = base
+		if _, err := appendTaskChain(tx, &t.info, g.storeKey, dataRecord(id, 0, StatusMeta, nil, t.meta, now)); err != nil {
+			return err
+		}
+		var err error
+		rec, err = putTask(tx, &t.info)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
+	t.cacheRecord(rec, &t.info)
 	t.start()
 	return t, nil
+}
+
+// dataRecord is the audit record of data kept with task id that is not a call (StatusMeta, StatusMemo): seq is
+// the number of calls the task's journal held then, args what the record says of the data, and the data itself
+// is described by its size and SHA-256.
+func dataRecord(id string, seq int64, outcome Status, args json.RawMessage, data []byte, now time.Time) Record {
+	sum := sha256.Sum256(data)
+	return Record{Version: RecordVersion, Time: now.UTC(), RunID: id, Seq: seq, Args: args, Decision: "allow", DecidedBy: "task",
+		Outcome: outcome, ResultSize: int64(len(data)), ResultSHA256: hex.EncodeToString(sum[:])}
 }
 
 // ResumeTask opens a paused task (or one whose previous process died: its lease expired) for this process.
@@ -324,12 +353,13 @@ func (g *Gate) ResumeTask(ctx context.Context, id string, opts TaskOptions) (*Ta
 	if err := checkTaskID(id); err != nil {
 		return nil, fmt.Errorf("governance: ResumeTask: %w", err)
 	}
-	if _, err := g.VerifyTask(ctx, id); err != nil {
+	_, data, err := g.verifyTask(ctx, id)
+	if err != nil {
 		return nil, err
 	}
-	t := &Task{g: g, id: id, token: newToken(), holder: defaultHolder(opts.Holder)}
+	t := &Task{g: g, id: id, token: newToken(), holder: defaultHolder(opts.Holder), memoSums: data.memos}
 	var paused *PausedError
-	err := g.store.Update(ctx, func(tx Tx) error {
+	err = g.store.Update(ctx, func(tx Tx) error {
 		paused = nil
 		info, err := getTask(tx, id)
 		if err != nil {
@@ -380,6 +410,10 @@ func (g *Gate) ResumeTask(ctx context.Context, id string, opts TaskOptions) (*Ta
 		meta, _, err := tx.Get(taskMetaKey(id))
 		if err != nil {
 			return err
+		}
+		// What was verified above must still be what this process resumes with.
+		if sum := sha256.Sum256(meta); data.meta != "" && hex.EncodeToString(sum[:]) != data.meta {
+			return dataEdited(id)
 		}
 		info.State, info.Holder, info.Token, info.LeaseUntil, info.Updated = TaskRunning, t.holder, t.token, now.Add(g.leaseTTL()), now
 		info.Runs++
@@ -548,7 +582,13 @@ func (t *Task) SetMeta(ctx context.Context, meta []byte) error {
 	if t.ended {
 		return fmt.Errorf("%w: task %s was ended by this process", ErrTaskLost, t.id)
 	}
-	err := t.update(ctx, func(tx Tx, info *TaskInfo) error { return tx.Put(taskMetaKey(t.id), meta) })
+	err := t.update(ctx, func(tx Tx, info *TaskInfo) error {
+		if err := tx.Put(taskMetaKey(t.id), meta); err != nil {
+			return err
+		}
+		_, err := appendTaskChain(tx, info, t.g.storeKey, dataRecord(t.id, info.Journal, StatusMeta, nil, meta, t.g.clock()))
+		return err
+	})
 	if err == nil {
 		t.meta = bytes.Clone(meta)
 	}
@@ -567,7 +607,9 @@ func (t *Task) Memo(ctx context.Context, fn func(ctx context.Context) ([]byte, e
 		return nil, fmt.Errorf("%w: task %s was ended by this process", ErrTaskLost, t.id)
 	}
 	t.memoN++
-	key := fmt.Sprintf("t/%s/s/%012d", t.id, t.memoN)
+	n := int64(t.memoN)
+	key := taskMemoKey(t.id, n)
+	want := t.memoSums[n]
 	t.mu.Unlock()
 	var v []byte
 	var ok bool
@@ -579,6 +621,9 @@ func (t *Task) Memo(ctx context.Context, fn func(ctx context.Context) ([]byte, e
 		return nil, err
 	}
 	if ok {
+		if sum := sha256.Sum256(v); want != "" && hex.EncodeToString(sum[:]) != want {
+			return nil, fmt.Errorf("%w: task %s: memo %d is not the result the audit chain recorded", ErrTampered, t.id, n)
+		}
 		return v, nil
 	}
 	out, err := fn(ctx)
@@ -590,7 +635,15 @@ func (t *Task) Memo(ctx context.Context, fn func(ctx context.Context) ([]byte, e
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if err := t.update(ctx, func(tx Tx, info *TaskInfo) error { return tx.Put(key, out) }); err != nil {
+	err = t.update(ctx, func(tx Tx, info *TaskInfo) error {
+		if err := tx.Put(key, out); err != nil {
+			return err
+		}
+		args, _ := json.Marshal(map[string]int64{"memo": n})
+		_, err := appendTaskChain(tx, info, t.g.storeKey, dataRecord(t.id, info.Journal, StatusMemo, args, out, t.g.clock()))
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -1262,21 +1315,40 @@ func (g *Gate) TaskRecords(ctx context.Context, id string, from int64, limit int
 // VerifyTask verifies a task's audit chain (with GateConfig.StoreAuditKey) and that its journal agrees with
 // it: every recorded result is the one whose SHA-256 the chain holds, every decision is the chain's. An edit of
 // the journal, the chain or the task's record is an error wrapping ErrTampered.
+//
+// It also checks the data kept with the task against the chain's records of it: the caller's data
+// (TaskOptions.Meta, Task.SetMeta: the program a resume runs, a Session's Execs) must be the last that the chain
+// recorded, and every Memo result must be the one the chain recorded, with none removed. Tasks started by a
+// version of this package that did not record their data have no such records, and their data is not checked.
 func (g *Gate) VerifyTask(ctx context.Context, id string) (VerifyReport, error) {
+	rep, _, err := g.verifyTask(ctx, id)
+	return rep, err
+}
+
+// taskData is what the audit chain of a task says of the data kept with it.
+type taskData struct {
+	meta  string           // SHA-256 (hex) of the task's data as last recorded; "" if never recorded
+	memos map[int64]string // SHA-256 (hex) of each Memo result by its number
+}
+
+func (g *Gate) verifyTask(ctx context.Context, id string) (VerifyReport, taskData, error) {
+	data := taskData{memos: map[int64]string{}}
 	if g.store == nil {
-		return VerifyReport{}, ErrNoStore
+		return VerifyReport{}, data, ErrNoStore
 	}
 	if err := checkTaskID(id); err != nil {
-		return VerifyReport{}, err
+		return VerifyReport{}, data, err
 	}
 	rep, err := verifyChain(ctx, g.store, taskChain(id), g.storeKey, func(tx Tx) (chainState, error) {
 		info, err := getTask(tx, id)
 		return chainState{Hash: info.AuditHead, Count: info.AuditRecords}, err
 	})
 	if err != nil {
-		return rep, fmt.Errorf("governance: task %s: audit chain: %w", id, err)
+		return rep, data, fmt.Errorf("governance: task %s: audit chain: %w", id, err)
 	}
-	return rep, g.store.View(ctx, func(tx Tx) error {
+	return rep, data, g.store.View(ctx, func(tx Tx) error {
+		clear(data.memos)
+		data.meta = ""
 		info, err := getTask(tx, id)
 		if err != nil {
 			return err
@@ -1306,6 +1378,16 @@ func (g *Gate) VerifyTask(ctx context.Context, id string) (VerifyReport, error) 
 					s.outcome = &rc
 				case StatusDecided:
 					s.decided = &rc
+				case StatusMeta:
+					data.meta = rc.ResultSHA256
+				case StatusMemo:
+					var a struct {
+						Memo int64 `json:"memo"`
+					}
+					if err := json.Unmarshal(rc.Args, &a); err != nil || a.Memo < 1 {
+						return fmt.Errorf("%w: task %s: a memo record of the audit chain names no memo (%s)", ErrTampered, id, rc.Args)
+					}
+					data.memos[a.Memo] = rc.ResultSHA256
 				}
 			}
 			if len(recs) < MaxStoreScan {
@@ -1346,8 +1428,55 @@ func (g *Gate) VerifyTask(ctx context.Context, id string) (VerifyReport, error) 
 				}
 			}
 		}
-		return nil
+		return checkTaskData(tx, id, data)
 	})
+}
+
+func dataEdited(id string) error {
+	return fmt.Errorf("%w: task %s: the data kept with it (what a resume runs) is not what the audit chain recorded", ErrTampered, id)
+}
+
+// checkTaskData checks the data kept with task id against what its audit chain recorded of it.
+func checkTaskData(tx Tx, id string, data taskData) error {
+	if data.meta != "" {
+		meta, _, err := tx.Get(taskMetaKey(id))
+		if err != nil {
+			return err
+		}
+		if sum := sha256.Sum256(meta); hex.EncodeToString(sum[:]) != data.meta {
+			return dataEdited(id)
+		}
+	}
+	seen := 0
+	after := ""
+	for {
+		kvs, err := tx.Scan("t/"+id+"/s/", after, 0)
+		if err != nil {
+			return err
+		}
+		for _, kv := range kvs {
+			n, err := strconv.ParseInt(strings.TrimPrefix(kv.Key, "t/"+id+"/s/"), 10, 64)
+			if err != nil || kv.Key != taskMemoKey(id, n) {
+				return fmt.Errorf("%w: task %s: memo key %q out of place", ErrTampered, id, kv.Key)
+			}
+			want, ok := data.memos[n]
+			if !ok && data.meta == "" && len(data.memos) == 0 {
+				continue // a task from before memos were recorded in the chain
+			}
+			if sum := sha256.Sum256(kv.Value); !ok || hex.EncodeToString(sum[:]) != want {
+				return fmt.Errorf("%w: task %s: memo %d is not a result the audit chain recorded", ErrTampered, id, n)
+			}
+			seen++
+		}
+		if len(kvs) < MaxStoreScan {
+			break
+		}
+		after = kvs[len(kvs)-1].Key
+	}
+	if seen != len(data.memos) {
+		return fmt.Errorf("%w: task %s: the audit chain recorded %d memo results, the store holds %d of them", ErrTampered, id, len(data.memos), seen)
+	}
+	return nil
 }
 
 type idemKey struct{}

@@ -71,9 +71,11 @@ func benchGovernedCall(b *testing.B, s governance.Store) {
 // record and the task record, of the sizes a traced call of benchGovernedCall writes, 200 calls a task.
 // "current" puts them where governance puts them (t/ID, t/ID/j/SEQ and a/t/ID/r/N: three leaves of the B-tree
 // dirtied by each Update, and their splits); "adjacent" puts all of a call's keys under one prefix of its task,
-// the task record after them, so that an Update dirties one leaf, and those of its splits. The difference is
-// what a key layout of that kind would save a governed call on SQLite, before the cost of migrating stores.
-func benchCallLayout(b *testing.B, adjacent bool) {
+// the task record after them, so that an Update dirties one leaf, and those of its splits; "two" keeps the
+// journal and the audit records in two ranges under the task's prefix, the record after them (two leaves). The
+// differences are what a key layout of that kind would save a governed call on SQLite, before the cost of
+// migrating stores.
+func benchCallLayout(b *testing.B, layout string) {
 	s := sqliteBench(b)
 	ctx := context.Background()
 	rec, journal, audit := make([]byte, 476), [2][]byte{make([]byte, 231), make([]byte, 228)}, [2][]byte{make([]byte, 508), make([]byte, 571)}
@@ -87,8 +89,11 @@ func benchCallLayout(b *testing.B, adjacent bool) {
 		start := time.Now()
 		for half := range 2 {
 			recKey, entryKey, auditKey := "t/"+id, fmt.Sprintf("t/%s/j/%012d", id, seq), fmt.Sprintf("a/t/%s/r/%012d", id, 2*seq-1+half)
-			if adjacent {
+			switch layout {
+			case "adjacent":
 				recKey, entryKey, auditKey = "t/"+id+"/~", fmt.Sprintf("t/%s/c/%012d/j", id, seq), fmt.Sprintf("t/%s/c/%012d/r%d", id, seq, half)
+			case "two":
+				recKey, entryKey, auditKey = "t/"+id+"/~", fmt.Sprintf("t/%s/j/%012d", id, seq), fmt.Sprintf("t/%s/r/%012d", id, 2*seq-1+half)
 			}
 			err := s.Update(ctx, func(tx governance.Tx) error {
 				if _, _, err := tx.Get(recKey); err != nil {
@@ -131,8 +136,9 @@ func postgresBench(b *testing.B) governance.Store {
 func BenchmarkSQLiteUpdate(b *testing.B)       { benchStoreUpdate(b, sqliteBench(b)) }
 func BenchmarkSQLiteGovernedCall(b *testing.B) { benchGovernedCall(b, sqliteBench(b)) }
 func BenchmarkSQLiteCallLayout(b *testing.B) {
-	b.Run("current", func(b *testing.B) { benchCallLayout(b, false) })
-	b.Run("adjacent", func(b *testing.B) { benchCallLayout(b, true) })
+	for _, layout := range []string{"current", "two", "adjacent"} {
+		b.Run(layout, func(b *testing.B) { benchCallLayout(b, layout) })
+	}
 }
 func BenchmarkPostgresUpdate(b *testing.B)       { benchStoreUpdate(b, postgresBench(b)) }
 func BenchmarkPostgresGovernedCall(b *testing.B) { benchGovernedCall(b, postgresBench(b)) }

@@ -3,6 +3,7 @@ package wasmbox_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -278,5 +279,51 @@ print("refunded", ok)`)
 	}
 	if _, err := b.gate.VerifyTask(ctx, "session-1"); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Session task's earlier Execs are kept in the store and replayed on resume: a store writer who edits one (here
+// to run more code, with the same tool calls, so that the journal alone would not notice) is refused, since the
+// task's audit chain recorded the SHA-256 of what was kept.
+func TestSessionTaskEditedExecRefused(t *testing.T) {
+	ctx := context.Background()
+	store := new(governance.MemoryStore)
+	a := newTaskProcess(t, store)
+	se, err := a.sb.StartSessionTask(ctx, nil, wasmbox.TaskOptions{ID: "session-edit"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := se.Exec(ctx, `import tools
+amount = tools.get_order("A-1")["amount"]`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := se.Exec(ctx, `tools.issue_refund("A-1", amount)`); !errors.Is(err, wasmbox.ErrPaused) {
+		t.Fatalf("the refund Exec = %v; want ErrPaused", err)
+	}
+	_ = se.Close(ctx)
+	if err := a.gate.Decide(ctx, "session-edit", 2, governance.TaskDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	err = store.Update(ctx, func(tx governance.Tx) error {
+		v, _, err := tx.Get("t/session-edit/m")
+		if err != nil {
+			return err
+		}
+		edited := strings.Replace(string(v), `[\"amount\"]`, `[\"amount\"]\nprint(\"injected\")`, 1)
+		if edited == string(v) {
+			return fmt.Errorf("the Exec to edit is not in %s", v)
+		}
+		return tx.Put("t/session-edit/m", []byte(edited))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newTaskProcess(t, store)
+	_, res, err := b.sb.ResumeSessionTask(ctx, "session-edit", wasmbox.TaskOptions{})
+	if !errors.Is(err, governance.ErrTampered) {
+		t.Fatalf("ResumeSessionTask of an edited Exec = %v (%+v); want ErrTampered", err, res)
+	}
+	if b.refunds.Load() != 0 || b.lookups.Load() != 0 {
+		t.Fatalf("a refused resume ran tools: %d lookups, %d refunds", b.lookups.Load(), b.refunds.Load())
 	}
 }

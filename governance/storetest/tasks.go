@@ -27,6 +27,7 @@ func RunGovernance(t *testing.T, open func(t *testing.T) governance.Store) {
 	t.Run("OutcomeUnknown", func(t *testing.T) { testOutcomeUnknown(t, open(t)) })
 	t.Run("LongToolKeepsLease", func(t *testing.T) { testLongToolKeepsLease(t, open(t)) })
 	t.Run("Tampering", func(t *testing.T) { testTampering(t, open(t)) })
+	t.Run("DataTampering", func(t *testing.T) { testDataTampering(t, open(t)) })
 	t.Run("LimitsContinue", func(t *testing.T) { testLimitsContinue(t, open(t)) })
 	t.Run("RecordWrittenElsewhere", func(t *testing.T) { testRecordWrittenElsewhere(t, open(t)) })
 	t.Run("CommitFails", func(t *testing.T) { testCommitFails(t, open(t)) })
@@ -186,9 +187,10 @@ func testPauseDecideResume(t *testing.T, store governance.Store) {
 	if err != nil {
 		t.Fatalf("VerifyTask: %v", err)
 	}
-	// allowed+ok (read 1), paused, decided, allowed+ok (send), allowed+ok (read 2).
-	if rep.Records != 8 {
-		t.Fatalf("the task's audit chain has %d records; want 8", rep.Records)
+	// meta (the program kept with the task), allowed+ok (read 1), paused, decided, allowed+ok (send), allowed+ok
+	// (read 2).
+	if rep.Records != 9 {
+		t.Fatalf("the task's audit chain has %d records; want 9", rep.Records)
 	}
 	recs, err := gb.TaskRecords(ctx, task.ID(), 1, 0)
 	if err != nil {
@@ -198,7 +200,7 @@ func testPauseDecideResume(t *testing.T, store governance.Store) {
 	for _, r := range recs {
 		outcomes = append(outcomes, fmt.Sprintf("%d:%s", r.Seq, r.Outcome))
 	}
-	if got := strings.Join(outcomes, " "); got != "1:allowed 1:ok 2:paused 2:decided 2:allowed 2:ok 3:allowed 3:ok" {
+	if got := strings.Join(outcomes, " "); got != "0:meta 1:allowed 1:ok 2:paused 2:decided 2:allowed 2:ok 3:allowed 3:ok" {
 		t.Fatalf("audit chain = %s", got)
 	}
 	if _, err := gb.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp1"}); !errors.Is(err, governance.ErrTaskEnded) {
@@ -488,17 +490,107 @@ func testTampering(t *testing.T, store governance.Store) {
 	// An edited audit record is detected by the chain.
 	task2 := pauseAt(t, g, "fp", call("read", `{}`), call("approve_x", `{}`))
 	err = store.Update(ctx, func(tx governance.Tx) error {
-		kvs, err := tx.Scan("a/t/"+task2.ID()+"/r/", "", 1)
-		if err != nil || len(kvs) == 0 {
-			return fmt.Errorf("chain not found (%v)", err)
+		kvs, err := tx.Scan("a/t/"+task2.ID()+"/r/", "", 0)
+		if err != nil {
+			return err
 		}
-		return tx.Put(kvs[0].Key, []byte(strings.Replace(string(kvs[0].Value), `"allowed"`, `"denied"`, 1)))
+		for _, kv := range kvs {
+			if strings.Contains(string(kv.Value), `"allowed"`) {
+				return tx.Put(kv.Key, []byte(strings.Replace(string(kv.Value), `"allowed"`, `"denied"`, 1)))
+			}
+		}
+		return fmt.Errorf("no allowed record in the chain of %d", len(kvs))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := g.VerifyTask(ctx, task2.ID()); !errors.Is(err, governance.ErrTampered) {
 		t.Fatalf("VerifyTask of an edited chain = %v; want ErrTampered", err)
+	}
+}
+
+// testDataTampering edits what a resume runs (the data kept with the task, a Memo's result) in the store: the
+// audit chain recorded the SHA-256 of each, so each edit is refused.
+func testDataTampering(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	g := newGate(t, store, governance.Limits{})
+	task, err := g.NewTask(ctx, governance.TaskOptions{Fingerprint: "fp", Meta: []byte("exec 1")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := task.SetMeta(ctx, []byte("exec 1; exec 2")); err != nil {
+		t.Fatal(err)
+	}
+	if v, err := task.Memo(ctx, func(context.Context) ([]byte, error) { return []byte("model turn 1"), nil }); err != nil || string(v) != "model turn 1" {
+		t.Fatalf("Memo = %q, %v", v, err)
+	}
+	var ts tools
+	if _, err := program(ctx, task.Run(), &ts, call("read", `{}`), call("approve_x", `{}`)); !errors.Is(err, governance.ErrPaused) {
+		t.Fatalf("program = %v; want it paused", err)
+	}
+	if err := task.End(ctx, 0, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Decide(ctx, task.ID(), 2, governance.TaskDecision{Allow: true}); err != nil {
+		t.Fatal(err)
+	}
+	metaKey, memoKey := "t/"+task.ID()+"/m", "t/"+task.ID()+"/s/000000000001"
+	get := func(key string) []byte {
+		var v []byte
+		if err := store.View(ctx, func(tx governance.Tx) error {
+			var ok bool
+			var err error
+			if v, ok, err = tx.Get(key); err == nil && !ok {
+				err = fmt.Errorf("%s not in the store", key)
+			}
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	meta, memo := get(metaKey), get(memoKey)
+	put := func(key string, v []byte) {
+		if err := store.Update(ctx, func(tx governance.Tx) error {
+			if v == nil {
+				return tx.Delete(key)
+			}
+			return tx.Put(key, v)
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, edit := range []struct {
+		what, key string
+		v         []byte
+	}{
+		{"the task's data replaced", metaKey, []byte("exec 1; import os; exec 2")},
+		{"the task's data rolled back to what it was first", metaKey, []byte("exec 1")},
+		{"a memo's result replaced", memoKey, []byte("model turn 1, rewritten")},
+		{"a memo removed", memoKey, nil},
+	} {
+		put(edit.key, edit.v)
+		if _, err := g.VerifyTask(ctx, task.ID()); !errors.Is(err, governance.ErrTampered) {
+			t.Fatalf("%s: VerifyTask = %v; want ErrTampered", edit.what, err)
+		}
+		if _, err := g.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"}); !errors.Is(err, governance.ErrTampered) {
+			t.Fatalf("%s: ResumeTask = %v; want ErrTampered", edit.what, err)
+		}
+		put(metaKey, meta)
+		put(memoKey, memo)
+	}
+	// Restored, the task resumes with its data and its memo, and the memo is not made again.
+	tk, err := g.ResumeTask(ctx, task.ID(), governance.TaskOptions{Fingerprint: "fp"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tk.End(ctx, 0, "")
+	if string(tk.Meta()) != "exec 1; exec 2" {
+		t.Fatalf("Meta after resume = %q", tk.Meta())
+	}
+	v, err := tk.Memo(ctx, func(context.Context) ([]byte, error) { return nil, errors.New("made again") })
+	if err != nil || string(v) != "model turn 1" {
+		t.Fatalf("Memo after resume = %q, %v; want the recorded turn", v, err)
 	}
 }
 
