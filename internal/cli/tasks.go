@@ -246,7 +246,7 @@ func approvalsMain(ctx context.Context, args []string, stdout, stderr io.Writer)
 		if rep.Keyed {
 			keyed = "HMAC-keyed"
 		}
-		fmt.Fprintf(stdout, "audit chain: %d records, intact, %s, head %s; the journal agrees with it\n", rep.Records, keyed, rep.Head)
+		fmt.Fprintf(stdout, "audit chain: %d records, intact, %s, head %s; the journal and the code it runs on resume agree with it\n", rep.Records, keyed, rep.Head)
 		return 0
 	case "approve", "deny":
 		if len(rest) != 2 {
