@@ -13,8 +13,10 @@
 //	P8  a fresh run of a runtime with numpy and pandas imported, p50               ≤ 2 ms
 //	P9  what an application importing only the sandbox package downloads           ≤ 20 MB of modules
 //	P10 a paused task resumed in a new process, to its next tool call (SQLite)    ≤ 50 ms + the replay
-//	P11 a governed call of a durable task, state in the store, p50               SQLite ≤ 50 µs, PostgreSQL ≤ 1 ms
-//	    (bench/compare -tasks: resume_p50_ms, sqlite_governed_call_us, postgres_governed_call_us)
+//	P11 a governed call with its budget in a shared store (StoreBudget), p50     SQLite ≤ 50 µs, PostgreSQL ≤ 1 ms
+//	    (bench/compare -tasks: resume_p50_ms, sqlite_governed_call_us, postgres_governed_call_us; beside them,
+//	    reported without a target, the same call with the audit chain in the store too and a durable task's
+//	    call: *_governed_call_shared_audit_us, *_task_call_us)
 package bench
 
 import "strconv"

@@ -37,7 +37,7 @@ func benchStoreUpdate(b *testing.B, s governance.Store) {
 }
 
 // benchGovernedCall is one governed call of a durable task, with its counters, journal and audit chain in the
-// store (bench/compare -tasks reports the same as sqlite_governed_call_us and postgres_governed_call_us).
+// store (bench/compare -tasks reports the same as sqlite_task_call_us and postgres_task_call_us).
 func benchGovernedCall(b *testing.B, s governance.Store) {
 	ctx := context.Background()
 	g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: governance.DiscardAuditor{}, Store: s,
@@ -142,3 +142,51 @@ func BenchmarkSQLiteCallLayout(b *testing.B) {
 }
 func BenchmarkPostgresUpdate(b *testing.B)       { benchStoreUpdate(b, postgresBench(b)) }
 func BenchmarkPostgresGovernedCall(b *testing.B) { benchGovernedCall(b, postgresBench(b)) }
+
+// benchBudgetCall is one governed call of a run (not a durable task) whose budget is a StoreBudget in s: the
+// gate's policy, its run limits and audit record, and the budget's one store transaction (bench/compare -tasks
+// reports the same as sqlite_governed_call_us and postgres_governed_call_us). With storeAudit the audit
+// records go to a StoreAuditor's chain in s as well (*_governed_call_shared_audit_us).
+func benchBudgetCall(b *testing.B, s governance.Store, storeAudit bool) {
+	ctx := context.Background()
+	var aud governance.Auditor = &governance.MemoryAuditor{Limit: 1000}
+	if storeAudit {
+		a, err := governance.NewStoreAuditor(s, "bench", nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		aud = a
+	}
+	budget, err := governance.NewStoreBudget(s, "bench", governance.SharedLimits{MaxCalls: 1 << 40})
+	if err != nil {
+		b.Fatal(err)
+	}
+	g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud,
+		NewBudget: func(string) governance.Budget { return budget }, Limits: governance.Limits{MaxToolCalls: 1 << 40}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := g.NewRun("bench")
+	c := governance.Call{Tool: "lookup", Args: json.RawMessage(`{"order_id":"A-1"}`), Source: governance.SourcePython, Effect: governance.ReadOnly}
+	tool := func(context.Context, governance.Call) ([]byte, error) { return []byte(`{"ok":true}`), nil }
+	b.ReportAllocs()
+	var ns []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if _, err := run.Do(ctx, c, tool); err != nil {
+			b.Fatal(err)
+		}
+		ns = append(ns, time.Since(start))
+	}
+	slices.Sort(ns)
+	b.ReportMetric(float64(ns[len(ns)/2].Nanoseconds()), "p50-ns")
+}
+
+func BenchmarkSQLiteBudgetCall(b *testing.B) {
+	b.Run("budget", func(b *testing.B) { benchBudgetCall(b, sqliteBench(b), false) })
+	b.Run("budget+audit", func(b *testing.B) { benchBudgetCall(b, sqliteBench(b), true) })
+}
+func BenchmarkPostgresBudgetCall(b *testing.B) {
+	b.Run("budget", func(b *testing.B) { benchBudgetCall(b, postgresBench(b), false) })
+	b.Run("budget+audit", func(b *testing.B) { benchBudgetCall(b, postgresBench(b), true) })
+}

@@ -109,7 +109,7 @@ func main() {
 	p2CLI := flag.String("p2-cli", "", "with -p2: the wasmbox CLI binary to time (default: build ./cmd/wasmbox)")
 	sciOnly := flag.Bool("sci", false, "measure only the sci runtime (numpy and pandas; a child built from the sci module)")
 	noSci := flag.Bool("no-sci", false, "leave the sci runtime out of the full run")
-	tasksOnly := flag.Bool("tasks", false, "measure only durable tasks (P10 resume, P11 governed calls in SQLite and, with WASMBOX_TEST_POSTGRES, PostgreSQL)")
+	tasksOnly := flag.Bool("tasks", false, "measure only durable tasks and shared stores (P10 resume, P11 governed calls with state in SQLite and, with WASMBOX_TEST_POSTGRES, PostgreSQL)")
 	flag.Parse()
 	if *p2Only {
 		r, err := measureP2(context.Background(), *p2Rounds, *p2CLI)

