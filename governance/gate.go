@@ -224,7 +224,9 @@ type Run struct {
 	g      *Gate
 	id     string
 	budget Budget
-	seq    atomic.Int64
+	// joint is set when budget and the gate's auditor keep their state in one store (see jointStore).
+	joint *jointStore
+	seq   atomic.Int64
 	// flooded is set once denied reaches the gate's maxDenied (and never cleared), for Flooded without the lock.
 	flooded atomic.Bool
 
@@ -365,6 +367,7 @@ func (g *Gate) NewRun(runID string) *Run {
 	r := &Run{g: g, id: runID}
 	if g.newBudget != nil {
 		r.budget = g.newBudget(runID)
+		r.joint = newJointStore(r.budget, g.auditor)
 	}
 	return r
 }
@@ -506,7 +509,13 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 		return r.deny(actx, call, nil, ErrBudgetExceeded, nil, "budget", reason)
 	}
 	settle := func(CallReport) {}
-	if r.budget != nil {
+	// A call allowed outright, with the budget and the audit chain in one store, books the budget with its
+	// "allowed" record (step 5): one transaction for both.
+	joint := r.joint
+	if v.Action != Allow {
+		joint = nil
+	}
+	if r.budget != nil && joint == nil {
 		s, err := reserveBudget(ctx, r.budget, call)
 		if err != nil {
 			r.release(call)
@@ -546,7 +555,21 @@ func (r *Run) do(ctx context.Context, call Call, tool ToolFunc, span trace.Span)
 
 	// 5. The "allowed" record must be written before the tool runs.
 	rec.Decision, rec.Reason, rec.DecidedBy, rec.Outcome = "allow", dec.Reason, dec.DecidedBy, StatusAllowed
-	if err := g.record(actx, &rec); err != nil {
+	var aerr error
+	if joint != nil {
+		s, berr, err := joint.bookAndRecord(ctx, call, &rec)
+		if berr != nil {
+			r.release(call)
+			return r.deny(actx, call, nil, ErrBudgetExceeded, berr, "budget", "budget: "+berr.Error())
+		}
+		if s != nil {
+			settle = func(c CallReport) { safeSettle(g.log, s, c) }
+		}
+		aerr = err
+	} else {
+		aerr = g.record(actx, &rec)
+	}
+	if err := aerr; err != nil {
 		r.release(call)
 		settle(CallReport{})
 		r.addDenied()

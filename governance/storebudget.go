@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 )
 
@@ -38,6 +39,11 @@ type SharedUsage struct {
 //	gate, err := governance.NewGate(governance.GateConfig{..., NewBudget: func(string) governance.Budget { return budget }})
 //
 // A store that cannot be reached refuses the call (ErrBudgetExceeded wrapping ErrStore): the tool does not run.
+//
+// When the gate's Auditor is a [StoreAuditor] of the same store, a call the policy allows outright books its
+// budget and appends its "allowed" record in one transaction: neither is written without the other, and the
+// call costs one transaction less. (A call that waits for an approval books its budget before it waits, as
+// with any Budget.)
 type StoreBudget struct {
 	store  Store
 	scope  string
@@ -61,27 +67,46 @@ func (b *StoreBudget) key() string { return "b/" + b.scope }
 func (b *StoreBudget) Reserve(ctx context.Context, call Call) (func(CallReport), error) {
 	var refused string
 	err := b.store.Update(ctx, func(tx Tx) error {
-		refused = ""
-		u, err := b.read(tx)
-		if err != nil {
-			return err
-		}
-		if refused = b.limits.check(u, call); refused != "" {
-			return nil
-		}
-		u.Calls++
-		u.CostUnits += call.Cost
-		if call.Effect.Resolve() == Irreversible {
-			u.Irreversible++
-		}
-		return b.write(tx, u)
+		var err error
+		refused, err = b.book(tx, call)
+		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("shared budget %q: %w", b.scope, err)
+		return nil, b.storeErr(err)
 	}
 	if refused != "" {
-		return nil, errors.New("shared budget " + strconv.Quote(b.scope) + ": " + refused)
+		return nil, b.refusal(refused)
 	}
+	return b.settler(ctx, call), nil
+}
+
+// book books call against the scope within tx, or returns why it does not fit (booking nothing).
+func (b *StoreBudget) book(tx Tx, call Call) (refused string, err error) {
+	u, err := b.read(tx)
+	if err != nil {
+		return "", err
+	}
+	if refused = b.limits.check(u, call); refused != "" {
+		return refused, nil
+	}
+	u.Calls++
+	u.CostUnits += call.Cost
+	if call.Effect.Resolve() == Irreversible {
+		u.Irreversible++
+	}
+	return "", b.write(tx, u)
+}
+
+func (b *StoreBudget) refusal(refused string) error {
+	return errors.New("shared budget " + strconv.Quote(b.scope) + ": " + refused)
+}
+
+func (b *StoreBudget) storeErr(err error) error {
+	return fmt.Errorf("shared budget %q: %w", b.scope, err)
+}
+
+// settler returns the settle function of a booked call: it refunds a call that did not run.
+func (b *StoreBudget) settler(ctx context.Context, call Call) func(CallReport) {
 	return func(r CallReport) {
 		if r.Ran {
 			return
@@ -100,7 +125,66 @@ func (b *StoreBudget) Reserve(ctx context.Context, call Call) (func(CallReport),
 			}
 			return b.write(tx, u)
 		})
-	}, nil
+	}
+}
+
+// jointStore is a run's StoreBudget and the gate's StoreAuditor when both are in one store: a call the policy
+// allows outright then books its budget and appends its "allowed" record in one transaction, so that neither
+// is written without the other, at one transaction less per call.
+type jointStore struct {
+	budget *StoreBudget
+	audit  *StoreAuditor
+}
+
+// newJointStore returns the jointStore of b and a, or nil if they are not a StoreBudget and a StoreAuditor of
+// the same store.
+func newJointStore(b Budget, a Auditor) *jointStore {
+	sb, ok := b.(*StoreBudget)
+	if !ok {
+		return nil
+	}
+	sa, ok := a.(*StoreAuditor)
+	if !ok || !sameStore(sb.store, sa.store) {
+		return nil
+	}
+	return &jointStore{budget: sb, audit: sa}
+}
+
+// sameStore reports whether a and b are the same store (never panicking on a store type that is not
+// comparable).
+func sameStore(a, b Store) bool {
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// bookAndRecord books call and appends rec in one transaction. berr is the budget's refusal, or an error of
+// the store or of the budget's state (nothing booked, nothing recorded); aerr an error of the audit chain
+// (nothing booked either). On success settle refunds the call if it does not run.
+func (j *jointStore) bookAndRecord(ctx context.Context, call Call, rec *Record) (settle func(CallReport), berr, aerr error) {
+	var refused string
+	err := j.budget.store.Update(ctx, func(tx Tx) error {
+		refused, berr, aerr = "", nil, nil
+		var err error
+		if refused, err = j.budget.book(tx, call); err != nil || refused != "" {
+			return err
+		}
+		if _, aerr = appendChain(tx, j.audit.chain, j.audit.key, *rec); aerr != nil {
+			return aerr
+		}
+		return nil
+	})
+	switch {
+	case aerr != nil:
+		if !errors.Is(aerr, ErrAudit) {
+			aerr = fmt.Errorf("%w: %w", ErrAudit, aerr)
+		}
+		return nil, nil, aerr
+	case err != nil:
+		return nil, j.budget.storeErr(err), nil
+	case refused != "":
+		return nil, j.budget.refusal(refused), nil
+	}
+	return j.budget.settler(ctx, call), nil, nil
 }
 
 // Usage returns what the scope has spent.

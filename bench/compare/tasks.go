@@ -36,7 +36,7 @@ type taskReport struct {
 	SQLiteCallUS   bench.Spread  `json:"sqlite_governed_call_us"`
 	PostgresCallUS *bench.Spread `json:"postgres_governed_call_us,omitempty"`
 	// SQLiteAuditCallUS and PostgresAuditCallUS: the same with the audit chain in the store too (a
-	// StoreAuditor, one chain for the fleet): the budget's transaction and one per audit record.
+	// StoreAuditor, one chain for the fleet): the budget with the "allowed" record, then the outcome record.
 	SQLiteAuditCallUS   bench.Spread  `json:"sqlite_governed_call_shared_audit_us"`
 	PostgresAuditCallUS *bench.Spread `json:"postgres_governed_call_shared_audit_us,omitempty"`
 	// SQLiteTaskCallUS and PostgresTaskCallUS: one governed call of a durable task (budget, counts, journal
@@ -272,7 +272,7 @@ func printTasks(r report) {
 	row("  the same from the process's exec", t.ResumeTotalMS.Format(" ms", 1), "includes loading the compiled interpreter (P2)")
 	row("  with 100 recorded calls to replay", t.Replay100MS.Format(" ms", 1), "the replay's cost")
 	row("governed call, budget in SQLite", t.SQLiteCallUS.Format(" µs", 1), "P11 ≤ 50 µs (a StoreBudget shared by the fleet)")
-	row("  budget and audit chain in SQLite", t.SQLiteAuditCallUS.Format(" µs", 1), "reported (a StoreAuditor too)")
+	row("  budget and audit chain in SQLite", t.SQLiteAuditCallUS.Format(" µs", 1), "reported (a StoreAuditor too: two transactions)")
 	row("  a durable task's call, SQLite", t.SQLiteTaskCallUS.Format(" µs", 1), "reported (journal and chain: two durable commits)")
 	if t.PostgresCallUS != nil {
 		row("governed call, budget in PostgreSQL", t.PostgresCallUS.Format(" µs", 1), "P11 ≤ 1 ms (loopback)")

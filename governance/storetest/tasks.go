@@ -33,6 +33,7 @@ func RunGovernance(t *testing.T, open func(t *testing.T) governance.Store) {
 	t.Run("CommitFails", func(t *testing.T) { testCommitFails(t, open(t)) })
 	t.Run("SharedBudget", func(t *testing.T) { testSharedBudget(t, open(t)) })
 	t.Run("SharedAuditChain", func(t *testing.T) { testSharedAuditChain(t, open(t)) })
+	t.Run("SharedBudgetAndChain", func(t *testing.T) { testSharedBudgetAndChain(t, open(t)) })
 }
 
 // policy allows every tool except those named "approve_*", which need approval.
@@ -779,6 +780,128 @@ func testSharedBudget(t *testing.T, store governance.Store) {
 	}
 	if ran.Load() != 60 || u.Calls != 60 {
 		t.Fatalf("120 calls against a shared budget of 60: %d ran, usage %d; want exactly 60", ran.Load(), u.Calls)
+	}
+}
+
+// countingStore counts the write transactions made through it.
+type countingStore struct {
+	governance.Store
+	updates atomic.Int64
+}
+
+func (c *countingStore) Update(ctx context.Context, fn func(governance.Tx) error) error {
+	c.updates.Add(1)
+	return c.Store.Update(ctx, fn)
+}
+
+// testSharedBudgetAndChain: replicas whose budget and audit chain are in one store. A call the policy allows
+// books its budget and appends its "allowed" record in one transaction (two a call with its outcome, not
+// three); a refused call writes its denial; the chain holds every record; a chain that cannot be appended to
+// leaves the budget unspent and the tool not run; a store that went away refuses the call.
+func testSharedBudgetAndChain(t *testing.T, store governance.Store) {
+	ctx := context.Background()
+	cs := &countingStore{Store: store}
+	budget, err := governance.NewStoreBudget(cs, "fleet2", governance.SharedLimits{MaxCalls: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := []byte("fleet-key-0123456789")
+	gate := func(chain string) *governance.Gate {
+		aud, err := governance.NewStoreAuditor(cs, chain, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud,
+			Limits: governance.Limits{MaxToolCalls: 1000, MaxDeniedCalls: 1000}, NewBudget: func(string) governance.Budget { return budget }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return g
+	}
+	var ran, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range 6 {
+		g := gate("fleet2")
+		wg.Go(func() {
+			run := g.NewRun("")
+			for range 20 {
+				_, err := run.Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { ran.Add(1); return nil, nil })
+				switch {
+				case errors.Is(err, governance.ErrBudgetExceeded):
+					refused.Add(1)
+				case err != nil:
+					t.Errorf("Do: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	u, err := budget.Usage(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ran.Load() != 60 || refused.Load() != 60 || u.Calls != 60 {
+		t.Fatalf("120 calls against a shared budget of 60: %d ran, %d refused, usage %d; want 60, 60, 60", ran.Load(), refused.Load(), u.Calls)
+	}
+	// Each call that ran: its budget with its "allowed" record, then its outcome; each refused one: the
+	// refusing transaction, then its denial.
+	if n := cs.updates.Load(); n != 4*60 {
+		t.Errorf("%d write transactions for 60 calls run and 60 refused; want %d", n, 4*60)
+	}
+	rep, err := governance.VerifyStoreChain(ctx, store, "fleet2", key)
+	if err != nil || rep.Records != 3*60 {
+		t.Fatalf("VerifyStoreChain = %+v, %v; want %d intact records (allowed and ok for each call run, a denial for each refused)", rep, err, 3*60)
+	}
+
+	// A chain whose head is corrupt: the call is refused as unaudited, and its budget is not spent.
+	budget2, err := governance.NewStoreBudget(cs, "fleet3", governance.SharedLimits{MaxCalls: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Update(ctx, func(tx governance.Tx) error { return tx.Put("a/broken/h", []byte("{not json")) }); err != nil {
+		t.Fatal(err)
+	}
+	aud, err := governance.NewStoreAuditor(cs, "broken", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud,
+		Limits: governance.Limits{MaxToolCalls: 1000}, NewBudget: func(string) governance.Budget { return budget2 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolRan := false
+	_, err = g.NewRun("").Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { toolRan = true; return nil, nil })
+	if !errors.Is(err, governance.ErrAudit) || toolRan {
+		t.Fatalf("a call whose record cannot be appended: %v (tool ran: %v); want ErrAudit and no run", err, toolRan)
+	}
+	if u, err := budget2.Usage(ctx); err != nil || u.Calls != 0 {
+		t.Fatalf("budget after the unaudited call: %+v, %v; want nothing spent", u, err)
+	}
+
+	// The store goes away: the call is refused by the budget, wrapping ErrStore, and the tool does not run.
+	fs := &flakyStore{Store: store}
+	budget3, err := governance.NewStoreBudget(fs, "fleet4", governance.SharedLimits{MaxCalls: 60})
+	if err != nil {
+		t.Fatal(err)
+	}
+	aud3, err := governance.NewStoreAuditor(fs, "fleet4", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g3, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud3,
+		Limits: governance.Limits{MaxToolCalls: 1000}, NewBudget: func(string) governance.Budget { return budget3 }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs.down.Store(true)
+	_, err = g3.NewRun("").Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { toolRan = true; return nil, nil })
+	if !errors.Is(err, governance.ErrBudgetExceeded) || !errors.Is(err, governance.ErrStore) || toolRan {
+		t.Fatalf("a call while the store is down: %v (tool ran: %v); want ErrBudgetExceeded wrapping ErrStore", err, toolRan)
+	}
+	fs.down.Store(false)
+	if _, err := g3.NewRun("").Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { return nil, nil }); err != nil {
+		t.Fatalf("a call after the store came back: %v", err)
 	}
 }
 
