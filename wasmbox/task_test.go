@@ -229,13 +229,14 @@ print("after later")
 	}
 }
 
-// A Session task: its Execs are recorded; one pauses; another process replays the earlier ones (no tool runs
-// again), goes on with the paused one, and the Session lives on with its globals.
-func TestSessionTaskPausesAndResumes(t *testing.T) {
+// startPausedSessionTask starts the Session task id in a new process over store: an Exec that looks the order
+// up, then refundCode, which must pause at issue_refund. It returns the process, the Session (still open) and
+// the paused Exec's result.
+func startPausedSessionTask(t *testing.T, store governance.Store, id, refundCode string) (*taskProcess, *wasmbox.Session, *wasmbox.Result) {
+	t.Helper()
 	ctx := context.Background()
-	store := new(governance.MemoryStore)
 	a := newTaskProcess(t, store)
-	se, err := a.sb.StartSessionTask(ctx, nil, wasmbox.TaskOptions{ID: "session-1"})
+	se, err := a.sb.StartSessionTask(ctx, nil, wasmbox.TaskOptions{ID: id})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,11 +244,20 @@ func TestSessionTaskPausesAndResumes(t *testing.T) {
 amount = tools.get_order("A-1")["amount"]`); err != nil {
 		t.Fatal(err)
 	}
-	res, err := se.Exec(ctx, `ok = tools.issue_refund("A-1", amount)
-print("refunded", ok)`)
-	if !errors.Is(err, wasmbox.ErrPaused) || res.Paused == nil || res.Paused.Tool != "issue_refund" || res.TaskID != "session-1" {
+	res, err := se.Exec(ctx, refundCode)
+	if !errors.Is(err, wasmbox.ErrPaused) || res.Paused == nil || res.Paused.Tool != "issue_refund" || res.TaskID != id {
 		t.Fatalf("the refund Exec = %v (%+v); want ErrPaused at issue_refund", err, res)
 	}
+	return a, se, res
+}
+
+// A Session task: its Execs are recorded; one pauses; another process replays the earlier ones (no tool runs
+// again), goes on with the paused one, and the Session lives on with its globals.
+func TestSessionTaskPausesAndResumes(t *testing.T) {
+	ctx := context.Background()
+	store := new(governance.MemoryStore)
+	a, se, _ := startPausedSessionTask(t, store, "session-1", `ok = tools.issue_refund("A-1", amount)
+print("refunded", ok)`)
 	if se.Alive() {
 		t.Fatal("a paused Session is still alive")
 	}
@@ -288,23 +298,12 @@ print("refunded", ok)`)
 func TestSessionTaskEditedExecRefused(t *testing.T) {
 	ctx := context.Background()
 	store := new(governance.MemoryStore)
-	a := newTaskProcess(t, store)
-	se, err := a.sb.StartSessionTask(ctx, nil, wasmbox.TaskOptions{ID: "session-edit"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := se.Exec(ctx, `import tools
-amount = tools.get_order("A-1")["amount"]`); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := se.Exec(ctx, `tools.issue_refund("A-1", amount)`); !errors.Is(err, wasmbox.ErrPaused) {
-		t.Fatalf("the refund Exec = %v; want ErrPaused", err)
-	}
+	a, se, _ := startPausedSessionTask(t, store, "session-edit", `tools.issue_refund("A-1", amount)`)
 	_ = se.Close(ctx)
 	if err := a.gate.Decide(ctx, "session-edit", 2, governance.TaskDecision{Allow: true}); err != nil {
 		t.Fatal(err)
 	}
-	err = store.Update(ctx, func(tx governance.Tx) error {
+	err := store.Update(ctx, func(tx governance.Tx) error {
 		v, _, err := tx.Get("t/session-edit/m")
 		if err != nil {
 			return err
