@@ -40,10 +40,11 @@ type SharedUsage struct {
 //
 // A store that cannot be reached refuses the call (ErrBudgetExceeded wrapping ErrStore): the tool does not run.
 //
-// When the gate's Auditor is a [StoreAuditor] of the same store, a call the policy allows outright books its
-// budget and appends its "allowed" record in one transaction: neither is written without the other, and the
-// call costs one transaction less. (A call that waits for an approval books its budget before it waits, as
-// with any Budget.)
+// When the gate's Auditor is a [StoreAuditor] of the same store (the same Store value: a wrapper of it, or a
+// second store.Open of the same URL, is another store), a call the policy allows outright books its budget and
+// appends its "allowed" record in one transaction: neither is written without the other, and the call costs
+// one transaction less. (A call that waits for an approval books its budget before it waits, as with any
+// Budget.)
 type StoreBudget struct {
 	store  Store
 	scope  string
@@ -150,34 +151,39 @@ func newJointStore(b Budget, a Auditor) *jointStore {
 	return &jointStore{budget: sb, audit: sa}
 }
 
-// sameStore reports whether a and b are the same store (never panicking on a store type that is not
-// comparable).
+// sameStore reports whether a and b are the same Store value. It never panics: a nil store, or one whose value
+// cannot be compared (a struct holding a map, say), is the same as no other.
 func sameStore(a, b Store) bool {
-	ta := reflect.TypeOf(a)
-	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+	va := reflect.ValueOf(a)
+	return va.IsValid() && va.Type() == reflect.TypeOf(b) && va.Comparable() && a == b
 }
 
 // bookAndRecord books call and appends rec in one transaction. berr is the budget's refusal, or an error of
-// the store or of the budget's state (nothing booked, nothing recorded); aerr an error of the audit chain
-// (nothing booked either). On success settle refunds the call if it does not run.
+// the store or of the budget's state; aerr an error of the audit chain itself (a corrupt head, a record that
+// cannot be encoded). Either way the transaction wrote nothing, unless its commit's outcome is unknown (a
+// connection to PostgreSQL lost during COMMIT): then the budget may be spent and the record written while the
+// call is refused, which errs towards spending less. On success settle refunds the call if it does not run. A
+// panic of the store becomes berr, as a panic of a Budget does.
 func (j *jointStore) bookAndRecord(ctx context.Context, call Call, rec *Record) (settle func(CallReport), berr, aerr error) {
+	defer func() {
+		if p := recover(); p != nil {
+			settle, berr, aerr = nil, fmt.Errorf("budget panicked: %v", p), nil
+		}
+	}()
 	var refused string
 	err := j.budget.store.Update(ctx, func(tx Tx) error {
-		refused, berr, aerr = "", nil, nil
+		refused, aerr = "", nil
 		var err error
 		if refused, err = j.budget.book(tx, call); err != nil || refused != "" {
 			return err
 		}
-		if _, aerr = appendChain(tx, j.audit.chain, j.audit.key, *rec); aerr != nil {
-			return aerr
+		if _, err = appendChain(tx, j.audit.chain, j.audit.key, *rec); err != nil && errors.Is(err, ErrAudit) {
+			aerr = err
 		}
-		return nil
+		return err
 	})
 	switch {
-	case aerr != nil:
-		if !errors.Is(aerr, ErrAudit) {
-			aerr = fmt.Errorf("%w: %w", ErrAudit, aerr)
-		}
+	case err != nil && aerr != nil && errors.Is(err, aerr):
 		return nil, nil, aerr
 	case err != nil:
 		return nil, j.budget.storeErr(err), nil
