@@ -50,18 +50,24 @@ func benchGovernedCall(b *testing.B, s governance.Store) {
 		b.Fatal(err)
 	}
 	defer task.End(ctx, 0, "")
+	timeCalls(b, task.Run())
+}
+
+// timeCalls makes governed calls in run, b.N of them, each timed on its own, and reports their median too:
+// bench/compare reports the p50, which an occasional checkpoint or fsync does not move.
+func timeCalls(b *testing.B, run *governance.Run) {
+	ctx := context.Background()
 	c := governance.Call{Tool: "lookup", Args: json.RawMessage(`{"order_id":"A-1"}`), Source: governance.SourcePython, Effect: governance.ReadOnly}
 	tool := func(context.Context, governance.Call) ([]byte, error) { return []byte(`{"ok":true}`), nil }
 	b.ReportAllocs()
 	var ns []time.Duration
 	for b.Loop() {
 		start := time.Now()
-		if _, err := task.Run().Do(ctx, c, tool); err != nil {
+		if _, err := run.Do(ctx, c, tool); err != nil {
 			b.Fatal(err)
 		}
 		ns = append(ns, time.Since(start))
 	}
-	// The median too: bench/compare reports the p50, which an occasional checkpoint or fsync does not move.
 	slices.Sort(ns)
 	b.ReportMetric(float64(ns[len(ns)/2].Nanoseconds()), "p50-ns")
 }
@@ -148,7 +154,6 @@ func BenchmarkPostgresGovernedCall(b *testing.B) { benchGovernedCall(b, postgres
 // reports the same as sqlite_governed_call_us and postgres_governed_call_us). With storeAudit the audit
 // records go to a StoreAuditor's chain in s as well (*_governed_call_shared_audit_us).
 func benchBudgetCall(b *testing.B, s governance.Store, storeAudit bool) {
-	ctx := context.Background()
 	var aud governance.Auditor = &governance.MemoryAuditor{Limit: 1000}
 	if storeAudit {
 		a, err := governance.NewStoreAuditor(s, "bench", nil)
@@ -166,20 +171,7 @@ func benchBudgetCall(b *testing.B, s governance.Store, storeAudit bool) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	run := g.NewRun("bench")
-	c := governance.Call{Tool: "lookup", Args: json.RawMessage(`{"order_id":"A-1"}`), Source: governance.SourcePython, Effect: governance.ReadOnly}
-	tool := func(context.Context, governance.Call) ([]byte, error) { return []byte(`{"ok":true}`), nil }
-	b.ReportAllocs()
-	var ns []time.Duration
-	for b.Loop() {
-		start := time.Now()
-		if _, err := run.Do(ctx, c, tool); err != nil {
-			b.Fatal(err)
-		}
-		ns = append(ns, time.Since(start))
-	}
-	slices.Sort(ns)
-	b.ReportMetric(float64(ns[len(ns)/2].Nanoseconds()), "p50-ns")
+	timeCalls(b, g.NewRun("bench"))
 }
 
 func BenchmarkSQLiteBudgetCall(b *testing.B) {

@@ -801,13 +801,17 @@ func (c *countingStore) Update(ctx context.Context, fn func(governance.Tx) error
 func testSharedBudgetAndChain(t *testing.T, store governance.Store) {
 	ctx := context.Background()
 	cs := &countingStore{Store: store}
-	budget, err := governance.NewStoreBudget(cs, "fleet2", governance.SharedLimits{MaxCalls: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
 	key := []byte("fleet-key-0123456789")
-	gate := func(chain string) *governance.Gate {
-		aud, err := governance.NewStoreAuditor(cs, chain, key)
+	newBudget := func(s governance.Store, scope string) *governance.StoreBudget {
+		b, err := governance.NewStoreBudget(s, scope, governance.SharedLimits{MaxCalls: 60})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	// gate is one replica's gate: budget, and the audit chain named chain in s.
+	gate := func(s governance.Store, budget *governance.StoreBudget, chain string) *governance.Gate {
+		aud, err := governance.NewStoreAuditor(s, chain, key)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -818,10 +822,11 @@ func testSharedBudgetAndChain(t *testing.T, store governance.Store) {
 		}
 		return g
 	}
+	budget := newBudget(cs, "fleet2")
 	var ran, refused atomic.Int64
 	var wg sync.WaitGroup
 	for range 6 {
-		g := gate("fleet2")
+		g := gate(cs, budget, "fleet2")
 		wg.Go(func() {
 			run := g.NewRun("")
 			for range 20 {
@@ -854,24 +859,12 @@ func testSharedBudgetAndChain(t *testing.T, store governance.Store) {
 	}
 
 	// A chain whose head is corrupt: the call is refused as unaudited, and its budget is not spent.
-	budget2, err := governance.NewStoreBudget(cs, "fleet3", governance.SharedLimits{MaxCalls: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
+	budget2 := newBudget(cs, "fleet3")
 	if err := store.Update(ctx, func(tx governance.Tx) error { return tx.Put("a/broken/h", []byte("{not json")) }); err != nil {
 		t.Fatal(err)
 	}
-	aud, err := governance.NewStoreAuditor(cs, "broken", key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud,
-		Limits: governance.Limits{MaxToolCalls: 1000}, NewBudget: func(string) governance.Budget { return budget2 }})
-	if err != nil {
-		t.Fatal(err)
-	}
 	toolRan := false
-	_, err = g.NewRun("").Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { toolRan = true; return nil, nil })
+	_, err = gate(cs, budget2, "broken").NewRun("").Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { toolRan = true; return nil, nil })
 	if !errors.Is(err, governance.ErrAudit) || toolRan {
 		t.Fatalf("a call whose record cannot be appended: %v (tool ran: %v); want ErrAudit and no run", err, toolRan)
 	}
@@ -881,19 +874,7 @@ func testSharedBudgetAndChain(t *testing.T, store governance.Store) {
 
 	// The store goes away: the call is refused by the budget, wrapping ErrStore, and the tool does not run.
 	fs := &flakyStore{Store: store}
-	budget3, err := governance.NewStoreBudget(fs, "fleet4", governance.SharedLimits{MaxCalls: 60})
-	if err != nil {
-		t.Fatal(err)
-	}
-	aud3, err := governance.NewStoreAuditor(fs, "fleet4", key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g3, err := governance.NewGate(governance.GateConfig{Policy: governance.AllowAllPolicy{}, Auditor: aud3,
-		Limits: governance.Limits{MaxToolCalls: 1000}, NewBudget: func(string) governance.Budget { return budget3 }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	g3 := gate(fs, newBudget(fs, "fleet4"), "fleet4")
 	fs.down.Store(true)
 	_, err = g3.NewRun("").Do(ctx, call("read", `{}`), func(context.Context, governance.Call) ([]byte, error) { toolRan = true; return nil, nil })
 	if !errors.Is(err, governance.ErrBudgetExceeded) || !errors.Is(err, governance.ErrStore) || toolRan {
